@@ -1,0 +1,109 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "actionhook",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "actionhook", targets: ["actionhook"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+    ],
+    targets: [
+        // The C libraries. Only `MicroHTTPD` and `Postgres` import these.
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+
+        // Safe Swift wrappers over the C libraries.
+        .target(
+            name: "MicroHTTPD",
+            dependencies: [
+                "CMicroHTTPD",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "Postgres",
+            dependencies: [
+                "CLibPQ",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // The domain: pure, no I/O.
+        .target(
+            name: "ActionHookCore",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto")
+            ]
+        ),
+
+        // The SQL migrations in `sql/`, shipped as resources.
+        .target(
+            name: "ActionHookSchema",
+            path: "sql",
+            exclude: ["README.md"],
+            resources: [.copy("migrations")]
+        ),
+
+        // The domain's ports implemented on PostgreSQL; all SQL text lives here.
+        .target(
+            name: "ActionHookStore",
+            dependencies: [
+                "Postgres",
+                "ActionHookCore",
+                "ActionHookSchema",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // Routes, authentication, configuration and wiring.
+        .target(
+            name: "ActionHookServer",
+            dependencies: [
+                "MicroHTTPD",
+                "Postgres",
+                "ActionHookCore",
+                "ActionHookStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
+        .executableTarget(
+            name: "actionhook",
+            dependencies: [
+                "ActionHookServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        // Tests. `TestSupport` holds the raw HTTP client and the per-test database.
+        .target(
+            name: "TestSupport",
+            dependencies: ["Postgres"],
+            path: "Tests/TestSupport"
+        ),
+        .testTarget(name: "MicroHTTPDTests", dependencies: ["MicroHTTPD", "TestSupport"]),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
+        .testTarget(name: "ActionHookCoreTests", dependencies: ["ActionHookCore"]),
+        .testTarget(
+            name: "ActionHookServerTests",
+            dependencies: ["ActionHookServer", "ActionHookStore", "Postgres", "TestSupport"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

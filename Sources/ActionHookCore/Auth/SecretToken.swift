@@ -1,0 +1,60 @@
+import Crypto
+import Foundation
+
+/// Bearer secrets: ingest keys, admin tokens and webhook signing secrets.
+///
+/// Only SHA-256 digests of ingest keys and admin tokens are stored. A token is looked up by its
+/// digest, so the time a lookup takes depends on the digest, never on how much of the secret
+/// an attacker guessed right.
+public enum SecretToken {
+    /// The prefix of ingest keys.
+    public static let ingestKeyPrefix = "ahk_"
+    /// The prefix of admin tokens created through the API.
+    public static let adminTokenPrefix = "aha_"
+    /// The prefix of webhook signing secrets (Standard Webhooks).
+    public static let webhookSecretPrefix = "whsec_"
+
+    /// A new random token: `prefix` followed by 32 random bytes in base64url.
+    public static func generate(prefix: String) -> String {
+        prefix + base64URL(randomBytes(32))
+    }
+
+    /// A new webhook signing secret: `whsec_` and 32 random bytes in standard base64.
+    public static func generateWebhookSecret() -> String {
+        webhookSecretPrefix + Data(randomBytes(32)).base64EncodedString()
+    }
+
+    /// The SHA-256 digest of a token's UTF-8 bytes.
+    public static func digest(_ token: String) -> [UInt8] {
+        Array(SHA256.hash(data: Array(token.utf8)))
+    }
+
+    /// Compares two byte strings in time that depends only on their lengths.
+    public static func constantTimeEquals(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        var difference: UInt8 = 0
+        for index in lhs.indices { difference |= lhs[index] ^ rhs[index] }
+        return difference == 0
+    }
+
+    /// The token from an `Authorization: Bearer <token>` header value, or `nil`.
+    public static func bearer(_ header: String?) -> String? {
+        guard let header else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        return token.isEmpty || token.utf8.count > 512 ? nil : token
+    }
+
+    static func randomBytes(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}

@@ -1,0 +1,205 @@
+import Crypto
+import Foundation
+
+/// One forwarded `UNNotificationResponse`, normalised: the action, the typed text, the notification's
+/// identifiers and `userInfo`, and what the app adds (device token, idempotency id, time of answer).
+public struct NotificationResponse: Sendable, Equatable {
+    /// The action identifier iOS reports when the person opened the app from the notification's body.
+    public static let defaultActionIdentifier = "com.apple.UNNotificationDefaultActionIdentifier"
+    /// The action identifier iOS reports when the person dismissed the notification.
+    public static let dismissActionIdentifier = "com.apple.UNNotificationDismissActionIdentifier"
+
+    /// The identifier of the action the person chose.
+    public var actionIdentifier: String
+    /// The text typed into a text-input action, if any.
+    public var userText: String?
+    /// The category of the notification (given, or taken from `userInfo.aps.category`).
+    public var categoryIdentifier: String?
+    /// `UNNotificationRequest.identifier`.
+    public var notificationIdentifier: String?
+    /// The notification's `userInfo`, `aps` included.
+    public var userInfo: JSONObject
+    /// The device's APNs token, lowercase hex.
+    public var deviceToken: String?
+    /// The client-made unique id of this response.
+    public var responseId: String?
+    /// When the person answered, by the device's clock (to the millisecond).
+    public var respondedAt: Date?
+
+    /// Creates a response from its parts, as they are (no normalisation).
+    public init(
+        actionIdentifier: String,
+        userText: String? = nil,
+        categoryIdentifier: String? = nil,
+        notificationIdentifier: String? = nil,
+        userInfo: JSONObject = JSONObject(),
+        deviceToken: String? = nil,
+        responseId: String? = nil,
+        respondedAt: Date? = nil
+    ) {
+        self.actionIdentifier = actionIdentifier
+        self.userText = userText
+        self.categoryIdentifier = categoryIdentifier
+        self.notificationIdentifier = notificationIdentifier
+        self.userInfo = userInfo
+        self.deviceToken = deviceToken
+        self.responseId = responseId
+        self.respondedAt = respondedAt
+    }
+
+    private static let legacyTextKey = "UIUserNotificationActionResponseTypedTextKey"
+
+    /// Decodes and normalises an ingest body.
+    ///
+    /// Accepts the iOS 10+ shape (`actionIdentifier`, `userText`, …) and the iOS 8/9 shape
+    /// `{"identifier", "responseInfo": {"UIUserNotificationActionResponseTypedTextKey": …}, "userInfo"}`;
+    /// mixing the two is a 400. `categoryIdentifier` falls back to `userInfo.aps.category` when that is a
+    /// string. `null` reads as absent. `deviceToken` must be even-length hex of 16 to 200 characters and
+    /// is lowercased; `respondedAt` must be RFC 3339 with an offset and is kept to the millisecond.
+    /// Unknown members and broken limits are 422s with their pointer. Every error is collected before
+    /// throwing; wrong types (400) take precedence over broken rules (422).
+    public static func decode(
+        _ body: JSONValue, limits: IngestLimits = IngestLimits()
+    ) throws(ValidationFailure) -> NotificationResponse {
+        var diagnostics = Diagnostics()
+        guard var reader = ObjectReader.root(body, &diagnostics) else {
+            try diagnostics.check()
+            preconditionFailure("a non-object body is always a shape error")
+        }
+
+        let isLegacy = reader.has("identifier") || reader.has("responseInfo")
+        let isCurrent = reader.has("actionIdentifier") || reader.has("userText")
+        if isLegacy && isCurrent {
+            for key in ["identifier", "responseInfo"] where reader.has(key) {
+                diagnostics.malformed(reader.pointer(key), "must not be combined with actionIdentifier or userText")
+            }
+        }
+
+        // The action and the typed text, from whichever shape was sent.
+        let actionIdentifier: String?
+        let actionPointer: String
+        var userText: String?
+        var userTextPointer = "/userText"
+        if isLegacy {
+            actionPointer = "/identifier"
+            actionIdentifier = reader.string("identifier", &diagnostics)
+            if let info = reader.object("responseInfo", &diagnostics) {
+                var infoReader = ObjectReader(info, at: "/responseInfo")
+                userText = infoReader.string(legacyTextKey, &diagnostics)
+                userTextPointer = infoReader.pointer(legacyTextKey)
+                infoReader.reportUnknown(&diagnostics)
+            }
+            reader.allow("actionIdentifier", "userText")
+        } else {
+            actionPointer = "/actionIdentifier"
+            actionIdentifier = reader.string("actionIdentifier", &diagnostics)
+            userText = reader.string("userText", &diagnostics)
+            reader.allow("identifier", "responseInfo")
+        }
+        if let actionIdentifier {
+            diagnostics.checkLength(actionIdentifier, actionPointer, max: limits.maxActionIdentifierLength)
+        } else if !reader.has(isLegacy ? "identifier" : "actionIdentifier") {
+            diagnostics.invalid(actionPointer, "is required")
+        }
+        if let userText {
+            diagnostics.checkLength(userText, userTextPointer, min: 0, max: limits.maxUserTextLength)
+        }
+
+        let userInfo = reader.object("userInfo", &diagnostics) ?? JSONObject()
+        let userInfoValue = JSONValue.object(userInfo)
+        if userInfoValue.depth > limits.maxUserInfoDepth {
+            diagnostics.invalid("/userInfo", "must nest at most \(limits.maxUserInfoDepth) levels deep")
+        }
+        if userInfoValue.jsonByteCount > limits.maxUserInfoBytes {
+            diagnostics.invalid("/userInfo", "must be at most \(limits.maxUserInfoBytes) bytes as compact JSON")
+        }
+
+        var categoryIdentifier = reader.string("categoryIdentifier", &diagnostics)
+        var categoryPointer = "/categoryIdentifier"
+        if categoryIdentifier == nil, !reader.has("categoryIdentifier"),
+            case .string(let category)? = userInfoValue.value(atPath: "aps.category"), !category.isEmpty
+        {
+            categoryIdentifier = category
+            categoryPointer = "/userInfo/aps/category"
+        }
+        if let categoryIdentifier {
+            diagnostics.checkLength(categoryIdentifier, categoryPointer, max: limits.maxIdentifierLength)
+        }
+
+        let notificationIdentifier = reader.string("notificationIdentifier", &diagnostics)
+        if let notificationIdentifier {
+            diagnostics.checkLength(notificationIdentifier, "/notificationIdentifier", max: limits.maxIdentifierLength)
+        }
+        let responseId = reader.string("responseId", &diagnostics)
+        if let responseId {
+            diagnostics.checkLength(responseId, "/responseId", max: limits.maxIdentifierLength)
+        }
+
+        var deviceToken = reader.string("deviceToken", &diagnostics)
+        if let token = deviceToken {
+            if isDeviceToken(token) {
+                deviceToken = token.lowercased()
+            } else {
+                diagnostics.invalid("/deviceToken", "must be hexadecimal with an even length of 16 to 200 characters")
+            }
+        }
+
+        var respondedAt: Date?
+        if let text = reader.string("respondedAt", &diagnostics) {
+            // Kept to the millisecond so the stored form reads back to the same value; a time whose UTC
+            // form leaves years 0000-9999 cannot be stored that way and is refused.
+            if let date = Timestamp.parse(text), let normalised = Timestamp.parse(Timestamp.format(date)) {
+                respondedAt = normalised
+            } else {
+                diagnostics.invalid("/respondedAt", "must be an RFC 3339 date-time with a time-zone offset")
+            }
+        }
+
+        reader.reportUnknown(&diagnostics)
+        try diagnostics.check()
+        guard let actionIdentifier else { preconditionFailure("a missing action is always recorded as an error") }
+        return NotificationResponse(
+            actionIdentifier: actionIdentifier,
+            userText: userText,
+            categoryIdentifier: categoryIdentifier,
+            notificationIdentifier: notificationIdentifier,
+            userInfo: userInfo,
+            deviceToken: deviceToken,
+            responseId: responseId,
+            respondedAt: respondedAt
+        )
+    }
+
+    /// Whether `token` looks like an APNs device token: hex digits, even length, 16 to 200 characters.
+    static func isDeviceToken(_ token: String) -> Bool {
+        let bytes = token.utf8
+        guard (16...200).contains(bytes.count), bytes.count % 2 == 0 else { return false }
+        return bytes.allSatisfy { byte in
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+                || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+        }
+    }
+
+    /// The normalised form as JSON, members always present and in a stable order (`null` when absent):
+    /// `actionIdentifier`, `userText`, `categoryIdentifier`, `notificationIdentifier`, `userInfo`,
+    /// `deviceToken`, `responseId`, `respondedAt`. `decode(json)` gives this response back.
+    public var json: JSONValue {
+        .object([
+            "actionIdentifier": .string(actionIdentifier),
+            "userText": userText.map(JSONValue.string) ?? .null,
+            "categoryIdentifier": categoryIdentifier.map(JSONValue.string) ?? .null,
+            "notificationIdentifier": notificationIdentifier.map(JSONValue.string) ?? .null,
+            "userInfo": .object(userInfo),
+            "deviceToken": deviceToken.map(JSONValue.string) ?? .null,
+            "responseId": responseId.map(JSONValue.string) ?? .null,
+            "respondedAt": respondedAt.map { .string(Timestamp.format($0)) } ?? .null,
+        ])
+    }
+
+    /// SHA-256 (32 bytes) of `json.canonicalText`: equal normalised requests give equal hashes, so a
+    /// legacy-shape body and the equivalent iOS 10+ body hash the same.
+    public var requestHash: [UInt8] {
+        Array(SHA256.hash(data: Array(json.canonicalText.utf8)))
+    }
+}

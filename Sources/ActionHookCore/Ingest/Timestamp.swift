@@ -1,0 +1,118 @@
+import Foundation
+
+/// RFC 3339 times: formatted in UTC with milliseconds, parsed with any offset.
+///
+/// Written by hand rather than with `ISO8601DateFormatter` so that formatting is exact to the
+/// millisecond, round-trips, and needs no shared formatter state.
+public enum Timestamp {
+    /// Formats `date` as RFC 3339 in UTC with milliseconds: `2026-11-20T10:00:00.000Z`.
+    public static func format(_ date: Date) -> String {
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        let (seconds, millisecond) = floorDivide(milliseconds, 1000)
+        let (days, secondOfDay) = floorDivide(seconds, 86_400)
+        let (year, month, day) = civilDate(fromDays: days)
+        let hour = secondOfDay / 3600
+        let minute = secondOfDay % 3600 / 60
+        let second = secondOfDay % 60
+        return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T" + pad(hour, 2) + ":" + pad(minute, 2)
+            + ":" + pad(second, 2) + "." + pad(millisecond, 3) + "Z"
+    }
+
+    /// Parses an RFC 3339 date-time with an offset (`Z` or `±hh:mm`) and optional fractional seconds;
+    /// nil for anything else.
+    public static func parse(_ text: String) -> Date? {
+        let bytes = Array(text.utf8)
+        var index = 0
+        func number(_ width: Int) -> Int64? {
+            guard index + width <= bytes.count else { return nil }
+            var value: Int64 = 0
+            for byte in bytes[index..<index + width] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+            }
+            index += width
+            return value
+        }
+        func literal(_ characters: String) -> Bool {
+            guard index < bytes.count, characters.utf8.contains(bytes[index]) else { return false }
+            index += 1
+            return true
+        }
+        guard let year = number(4), literal("-"), let month = number(2), literal("-"), let day = number(2),
+            literal("Tt"), let hour = number(2), literal(":"), let minute = number(2), literal(":"),
+            let second = number(2)
+        else { return nil }
+        guard (1...12).contains(month), (1...daysInMonth(year: year, month: month)).contains(day),
+            hour <= 23, minute <= 59, second <= 60
+        else { return nil }
+        var fraction = 0.0
+        if index < bytes.count && bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            let start = index
+            while index < bytes.count && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            guard index > start, let value = Double("0." + String(decoding: bytes[start..<index], as: UTF8.self))
+            else { return nil }
+            fraction = value
+        }
+        var offset: Int64 = 0
+        if literal("Zz") {
+            offset = 0
+        } else {
+            guard index < bytes.count else { return nil }
+            let sign: Int64 = bytes[index] == UInt8(ascii: "-") ? -1 : 1
+            guard literal("+-"), let offsetHour = number(2), literal(":"), let offsetMinute = number(2),
+                offsetHour <= 23, offsetMinute <= 59
+            else { return nil }
+            offset = sign * (offsetHour * 3600 + offsetMinute * 60)
+        }
+        guard index == bytes.count else { return nil }
+        let days = daysFromCivil(year: year, month: month, day: day)
+        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset
+        return Date(timeIntervalSince1970: Double(seconds) + fraction)
+    }
+
+    private static func pad(_ value: Int64, _ width: Int) -> String {
+        let text = String(value)
+        return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
+    }
+
+    private static func floorDivide(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {
+        let quotient = value >= 0 ? value / divisor : -((-value + divisor - 1) / divisor)
+        return (quotient, value - quotient * divisor)
+    }
+
+    private static func isLeap(_ year: Int64) -> Bool {
+        year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+    }
+
+    private static func daysInMonth(year: Int64, month: Int64) -> Int64 {
+        switch month {
+        case 2: isLeap(year) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    // Howard Hinnant's days_from_civil / civil_from_days: days since 1970-01-01 in the proleptic
+    // Gregorian calendar.
+    private static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    private static func civilDate(fromDays days: Int64) -> (Int64, Int64, Int64) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}

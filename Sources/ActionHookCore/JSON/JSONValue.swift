@@ -1,0 +1,131 @@
+/// A JSON value as received: numbers keep their literal text (so a 64-bit id survives a round
+/// trip), objects keep their member order (so `aps` stays where the app put it).
+public enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    /// A number, as its literal text (already validated by the parser or formatted by us).
+    case number(String)
+    case string(String)
+    case array([JSONValue])
+    case object(JSONObject)
+
+    /// A number from an integer.
+    public static func integer(_ value: Int) -> JSONValue { .number(String(value)) }
+
+    /// The string, when this is one.
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The object, when this is one.
+    public var objectValue: JSONObject? {
+        if case .object(let value) = self { return value }
+        return nil
+    }
+
+    /// The array, when this is one.
+    public var arrayValue: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
+    /// The boolean, when this is one.
+    public var boolValue: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    /// The number as a `Double`, when this is a number.
+    public var doubleValue: Double? {
+        if case .number(let text) = self { return Double(text) }
+        return nil
+    }
+
+    /// The number as an `Int`, when this is an integral number that fits.
+    public var intValue: Int? {
+        guard case .number(let text) = self else { return nil }
+        if let value = Int(text) { return value }
+        if let double = Double(text), double == double.rounded(), abs(double) < 9.0e15 { return Int(double) }
+        return nil
+    }
+
+    /// Whether this is `null`.
+    public var isNull: Bool { self == .null }
+
+    /// The value at a dot path (`a.b.0.c`): object members by name, array elements by index.
+    public func value(atPath path: String) -> JSONValue? {
+        var current = self
+        for component in path.split(separator: ".", omittingEmptySubsequences: false) {
+            switch current {
+            case .object(let object):
+                guard let next = object[String(component)] else { return nil }
+                current = next
+            case .array(let array):
+                guard let index = Int(component), array.indices.contains(index) else { return nil }
+                current = array[index]
+            default:
+                return nil
+            }
+        }
+        return current
+    }
+
+    /// The name of the value's JSON type, for error messages that must not quote the value.
+    public var typeName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "boolean"
+        case .number: "number"
+        case .string: "string"
+        case .array: "array"
+        case .object: "object"
+        }
+    }
+}
+
+/// A JSON object whose members keep their order; names are unique.
+public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
+    /// The members in order.
+    public private(set) var members: [(key: String, value: JSONValue)]
+
+    /// Creates an empty object.
+    public init() {
+        members = []
+    }
+
+    /// Creates an object from members; a later duplicate name replaces the earlier value.
+    public init(_ members: [(key: String, value: JSONValue)]) {
+        self.members = []
+        for member in members { self[member.key] = member.value }
+    }
+
+    /// Creates an object from a literal.
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self.init(elements.map { (key: $0.0, value: $0.1) })
+    }
+
+    /// The value of member `key`; setting `nil` removes it, setting a new name appends it.
+    public subscript(key: String) -> JSONValue? {
+        get { members.first { $0.key == key }?.value }
+        set {
+            if let index = members.firstIndex(where: { $0.key == key }) {
+                if let newValue { members[index].value = newValue } else { members.remove(at: index) }
+            } else if let newValue {
+                members.append((key: key, value: newValue))
+            }
+        }
+    }
+
+    /// The member names in order.
+    public var keys: [String] { members.map(\.key) }
+
+    /// Whether the object has no members.
+    public var isEmpty: Bool { members.isEmpty }
+
+    /// Objects are equal when they have the same members, in any order.
+    public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
+        guard lhs.members.count == rhs.members.count else { return false }
+        return lhs.members.allSatisfy { rhs[$0.key] == $0.value }
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import Logging
+import MicroHTTPD
+import Postgres
+
+/// Everything the service reads from its environment, validated at start-up.
+public struct Configuration: Sendable {
+    /// How the HTTP server listens.
+    public var http: HTTPServerConfiguration
+    /// How to reach PostgreSQL.
+    public var database: PostgresConfiguration
+    /// Database connections in the pool; defaults to the HTTP thread count.
+    public var poolSize: Int
+    /// The bootstrap admin token, if configured.
+    public var adminToken: String?
+    /// The log level.
+    public var logLevel: Logger.Level
+    /// The log format.
+    public var logFormat: LogFormat
+    /// Seconds a graceful stop waits for in-flight requests.
+    public var shutdownGraceSeconds: Int
+
+    /// How log lines are written.
+    public enum LogFormat: String, Sendable {
+        case text
+        case json
+    }
+
+    /// Creates a configuration from explicit values (tests use this).
+    public init(
+        http: HTTPServerConfiguration = HTTPServerConfiguration(), database: PostgresConfiguration,
+        poolSize: Int? = nil, adminToken: String? = nil, logLevel: Logger.Level = .info, logFormat: LogFormat = .text,
+        shutdownGraceSeconds: Int = 10
+    ) {
+        self.http = http
+        self.database = database
+        self.poolSize = poolSize ?? http.threads
+        self.adminToken = adminToken
+        self.logLevel = logLevel
+        self.logFormat = logFormat
+        self.shutdownGraceSeconds = shutdownGraceSeconds
+    }
+
+    /// Reads the configuration from environment variables; see the README's table.
+    ///
+    /// A bad value throws an error that names the variable and never repeats its value.
+    public static func fromEnvironment(_ environment: [String: String]) throws(ConfigurationError) -> Configuration {
+        let reader = EnvironmentReader(environment: environment)
+        var http = HTTPServerConfiguration()
+        http.host = try reader.string("ACTIONHOOK_HOST", default: http.host) { address in
+            address.contains(":") || address.split(separator: ".").count == 4
+        }
+        http.port = try reader.integer("ACTIONHOOK_PORT", default: http.port, in: 0...65535)
+        http.threads = try reader.integer("ACTIONHOOK_HTTP_THREADS", default: http.threads, in: 2...256)
+        http.connectionTimeoutSeconds = try reader.integer(
+            "ACTIONHOOK_HTTP_CONNECTION_TIMEOUT", default: http.connectionTimeoutSeconds, in: 1...3600)
+        http.connectionLimit = try reader.integer(
+            "ACTIONHOOK_HTTP_MAX_CONNECTIONS", default: http.connectionLimit, in: 1...100_000)
+        http.perIPConnectionLimit = try reader.integer(
+            "ACTIONHOOK_HTTP_MAX_CONNECTIONS_PER_IP", default: http.perIPConnectionLimit, in: 0...100_000)
+        http.connectionMemoryLimit = try reader.integer(
+            "ACTIONHOOK_HTTP_CONNECTION_MEMORY", default: http.connectionMemoryLimit, in: 8192...16_777_216)
+        http.defaultBodyLimit = try reader.integer(
+            "ACTIONHOOK_MAX_BODY_BYTES", default: http.defaultBodyLimit, in: 1024...16_777_216)
+
+        var database = PostgresConfiguration(connectionString: environment["DATABASE_URL"] ?? "")
+        database.connectTimeoutSeconds = try reader.integer(
+            "ACTIONHOOK_DB_CONNECT_TIMEOUT", default: database.connectTimeoutSeconds, in: 1...300)
+        database.statementTimeoutMilliseconds = try reader.integer(
+            "ACTIONHOOK_DB_STATEMENT_TIMEOUT_MS", default: database.statementTimeoutMilliseconds ?? 5000,
+            in: 1...3_600_000)
+        let poolSize = try reader.integer("ACTIONHOOK_DB_POOL_SIZE", default: http.threads, in: 1...1000)
+
+        let token = environment["ACTIONHOOK_ADMIN_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        if let token, token.utf8.count < 16 {
+            throw ConfigurationError(variable: "ACTIONHOOK_ADMIN_TOKEN", problem: "must be at least 16 characters")
+        }
+        let level = try reader.choice(
+            "ACTIONHOOK_LOG_LEVEL", default: Logger.Level.info,
+            choices: Dictionary(uniqueKeysWithValues: Logger.Level.allCases.map { ($0.rawValue, $0) }))
+        let format = try reader.choice(
+            "ACTIONHOOK_LOG_FORMAT", default: LogFormat.text, choices: ["text": .text, "json": .json])
+        let grace = try reader.integer("ACTIONHOOK_SHUTDOWN_GRACE_SECONDS", default: 10, in: 0...600)
+
+        return Configuration(
+            http: http, database: database, poolSize: poolSize, adminToken: token, logLevel: level, logFormat: format,
+            shutdownGraceSeconds: grace)
+    }
+}
+
+/// A configuration variable with a bad value. The value itself is never repeated.
+public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
+    /// The variable's name.
+    public let variable: String
+    /// What is wrong with it.
+    public let problem: String
+
+    /// `ACTIONHOOK_PORT: must be an integer in 0...65535`
+    public var description: String { "\(variable): \(problem)" }
+}
+
+/// Reads typed values out of the environment.
+struct EnvironmentReader {
+    let environment: [String: String]
+
+    func integer(_ name: String, default value: Int, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        guard let text = environment[name], !text.isEmpty else { return value }
+        guard let parsed = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(parsed) else {
+            throw ConfigurationError(
+                variable: name, problem: "must be an integer in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return parsed
+    }
+
+    func string(_ name: String, default value: String, valid: (String) -> Bool) throws(ConfigurationError) -> String {
+        guard let text = environment[name], !text.isEmpty else { return value }
+        guard valid(text) else { throw ConfigurationError(variable: name, problem: "is not a valid value") }
+        return text
+    }
+
+    func choice<T>(_ name: String, default value: T, choices: [String: T]) throws(ConfigurationError) -> T {
+        guard let text = environment[name], !text.isEmpty else { return value }
+        guard let chosen = choices[text.lowercased()] else {
+            throw ConfigurationError(variable: name, problem: "must be one of \(choices.keys.sorted().joined(separator: ", "))")
+        }
+        return chosen
+    }
+}

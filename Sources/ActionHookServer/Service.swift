@@ -1,0 +1,52 @@
+import ActionHookStore
+import Foundation
+import Logging
+import MicroHTTPD
+import Postgres
+
+/// The whole service in one process: the HTTP server and its routes over one database pool.
+public final class ActionHookService: Sendable {
+    /// The configuration the service runs with.
+    public let configuration: Configuration
+    /// The service's metrics.
+    public let metrics: ServiceMetrics
+    let logger: Logger
+    let pool: PostgresPool
+    let server: HTTPServer
+
+    /// Creates the service; nothing listens or connects until ``start()``.
+    public init(configuration: Configuration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        let metrics = ServiceMetrics()
+        self.metrics = metrics
+        let pool = PostgresPool(
+            configuration: configuration.database, size: configuration.poolSize, logger: logger)
+        self.pool = pool
+
+        var router = Router()
+        OperationsRoutes(pool: pool, metrics: metrics, logger: logger).register(in: &router)
+        server = HTTPServer(configuration: configuration.http, router: router, logger: logger, observer: metrics)
+    }
+
+    /// The port the HTTP server listens on.
+    public var port: Int { server.port }
+
+    /// Applies pending migrations.
+    @discardableResult
+    public func migrate() throws -> [Int] {
+        try Migrator(pool: pool, logger: logger).migrate()
+    }
+
+    /// Starts serving HTTP.
+    public func start() throws {
+        try server.start()
+    }
+
+    /// Stops gracefully: no new connections, in-flight requests finish, then the pool closes.
+    public func stop() {
+        server.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
+        pool.close()
+        logger.info("stopped")
+    }
+}

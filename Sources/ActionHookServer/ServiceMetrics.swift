@@ -1,0 +1,78 @@
+import CoreMetrics
+import MicroHTTPD
+import Prometheus
+import Synchronization
+
+/// The service's metrics, on a registry of its own so that several services (tests) can run in
+/// one process, exported in Prometheus text format.
+public final class ServiceMetrics: HTTPServerObserver, Sendable {
+    /// The registry the `/metrics` route renders.
+    public let registry: PrometheusCollectorRegistry
+    let factory: PrometheusMetricsFactory
+    private let requestCounters = Mutex([String: CoreMetrics.Counter]())
+    private let requestTimers = Mutex([String: CoreMetrics.Timer]())
+
+    /// Creates the metrics with a fresh registry.
+    public init() {
+        registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
+            .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+            .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5),
+        ]
+        self.factory = factory
+    }
+
+    /// Counts a request by route and status, and times it by route.
+    public func requestFinished(method: HTTPMethod, route: String, status: Int, duration: Duration) {
+        let counterKey = "\(method.rawValue) \(route) \(status)"
+        let counter = requestCounters.withLock { counters in
+            if let existing = counters[counterKey] { return existing }
+            let created = CoreMetrics.Counter(
+                label: "actionhook_http_requests_total",
+                dimensions: [("method", method.rawValue), ("route", route), ("status", String(status))],
+                factory: factory)
+            counters[counterKey] = created
+            return created
+        }
+        counter.increment()
+        let timerKey = "\(method.rawValue) \(route)"
+        let timer = requestTimers.withLock { timers in
+            if let existing = timers[timerKey] { return existing }
+            let created = CoreMetrics.Timer(
+                label: "actionhook_http_request_duration_seconds",
+                dimensions: [("method", method.rawValue), ("route", route)], factory: factory)
+            timers[timerKey] = created
+            return created
+        }
+        timer.recordNanoseconds(duration.nanoseconds)
+    }
+
+    /// A gauge on this registry.
+    public func gauge(_ label: String, dimensions: [(String, String)] = []) -> CoreMetrics.Gauge {
+        CoreMetrics.Gauge(label: label, dimensions: dimensions, factory: factory)
+    }
+
+    /// A counter on this registry.
+    public func counter(_ label: String, dimensions: [(String, String)] = []) -> CoreMetrics.Counter {
+        CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
+    }
+
+    /// The Prometheus text exposition of every metric.
+    public func render() -> [UInt8] {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(16 * 1024)
+        registry.emit(into: &buffer)
+        return buffer
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds, saturating.
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? Int64.max : product + attoseconds / 1_000_000_000
+    }
+}

@@ -1,0 +1,413 @@
+internal import CMicroHTTPD
+import Foundation
+import Logging
+import Synchronization
+
+/// An HTTP/1.1 server on libmicrohttpd: epoll with an internal thread pool, suspend/resume, body
+/// limits, connection limits and a graceful stop.
+///
+/// Handlers run on the server's threads and may block (a database call); a handler that must wait
+/// for other work uses ``HTTPHandler/deferred(_:)`` so the thread is free meanwhile.
+public final class HTTPServer: @unchecked Sendable {
+    // @unchecked: `daemon` is written only by `start` and `stop`, which callers must not run
+    // concurrently with each other; everything the request threads touch is behind a Mutex.
+    /// The configuration the server was created with.
+    public let configuration: HTTPServerConfiguration
+    let router: Router
+    let logger: Logger
+    let observer: (any HTTPServerObserver)?
+
+    private var daemon: OpaquePointer?
+    private var boundPort = 0
+    let inFlight = Mutex(0)
+    let suspended = Mutex([ObjectIdentifier: SuspendedRequest]())
+
+    /// The largest body read and discarded after a chunked body went over its limit; past it the
+    /// connection is closed without an answer.
+    static let discardCap = 1 << 20
+
+    /// Creates a server; it listens once ``start()`` returns.
+    public init(
+        configuration: HTTPServerConfiguration, router: Router, logger: Logger,
+        observer: (any HTTPServerObserver)? = nil
+    ) {
+        precondition(configuration.threads >= 2, "libmicrohttpd's epoll mode needs at least 2 threads")
+        self.configuration = configuration
+        self.router = router
+        self.logger = logger
+        self.observer = observer
+    }
+
+    deinit {
+        if daemon != nil { stop(gracePeriod: .zero) }
+    }
+
+    /// The port the server listens on (the chosen one when configured with port 0).
+    public var port: Int { boundPort }
+
+    /// Binds and starts the request threads.
+    public func start() throws {
+        precondition(daemon == nil, "server already started")
+        // Peers that vanish mid-write must not kill the process.
+        signal(SIGPIPE, SIG_IGN)
+
+        let isIPv6 = configuration.host.contains(":")
+        var address = sockaddr_storage()
+        let parsed = withUnsafeMutablePointer(to: &address) { storage -> Bool in
+            storage.withMemoryRebound(to: UInt8.self, capacity: MemoryLayout<sockaddr_storage>.size) { _ in
+                if isIPv6 {
+                    return storage.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+                        sin6.pointee.sin6_family = sa_family_t(AF_INET6)
+                        sin6.pointee.sin6_port = in_port_t(UInt16(configuration.port).bigEndian)
+                        return inet_pton(AF_INET6, configuration.host, &sin6.pointee.sin6_addr) == 1
+                    }
+                }
+                return storage.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                    sin.pointee.sin_family = sa_family_t(AF_INET)
+                    sin.pointee.sin_port = in_port_t(UInt16(configuration.port).bigEndian)
+                    return inet_pton(AF_INET, configuration.host, &sin.pointee.sin_addr) == 1
+                }
+            }
+        }
+        guard parsed, (0...65535).contains(configuration.port) else {
+            throw HTTPServerError(description: "the listen address is not a valid IP address and port")
+        }
+
+        var flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+            | MHD_USE_ERROR_LOG.rawValue
+        if isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+
+        let started: OpaquePointer? = withUnsafeMutablePointer(to: &address) { storage in
+            storage.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddrPointer in
+                var options: [MHD_OptionItem] = [
+                    // The logger goes first so that errors in the other options are logged through it.
+                    MHD_OptionItem(
+                        option: .EXTERNAL_LOGGER, value: unsafeBitCast(mhdLog, to: Int.self),
+                        ptr_value: context),
+                    MHD_OptionItem(
+                        option: .NOTIFY_COMPLETED, value: unsafeBitCast(mhdCompleted, to: Int.self),
+                        ptr_value: context),
+                    MHD_OptionItem(option: .SOCK_ADDR, value: 0, ptr_value: UnsafeMutableRawPointer(sockaddrPointer)),
+                    MHD_OptionItem(option: .THREAD_POOL_SIZE, value: configuration.threads, ptr_value: nil),
+                    MHD_OptionItem(
+                        option: .CONNECTION_TIMEOUT, value: configuration.connectionTimeoutSeconds,
+                        ptr_value: nil),
+                    MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit, ptr_value: nil),
+                    MHD_OptionItem(
+                        option: .CONNECTION_MEMORY_LIMIT, value: configuration.connectionMemoryLimit,
+                        ptr_value: nil),
+                    MHD_OptionItem(option: .LISTEN_BACKLOG_SIZE, value: configuration.listenBacklog, ptr_value: nil),
+                ]
+                if configuration.perIPConnectionLimit > 0 {
+                    options.append(
+                        MHD_OptionItem(
+                            option: .PER_IP_CONNECTION_LIMIT, value: configuration.perIPConnectionLimit,
+                            ptr_value: nil))
+                }
+                options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
+                return options.withUnsafeMutableBufferPointer { items in
+                    ah_mhd_start_daemon(flags, 0, mhdAccess, context, items.baseAddress)
+                }
+            }
+        }
+        guard let started else {
+            throw HTTPServerError(description: "libmicrohttpd could not start (address in use or a bad option)")
+        }
+        daemon = started
+        boundPort = Int(ah_mhd_bound_port(started))
+        logger.info(
+            "HTTP server listening",
+            metadata: ["port": "\(boundPort)", "threads": "\(configuration.threads)"])
+    }
+
+    /// Stops gracefully: no new connections, in-flight requests finish (deferred ones that have
+    /// not answered within `gracePeriod` get a 503), then the threads stop.
+    ///
+    /// libmicrohttpd aborts when stopped with suspended connections, so this never stops before
+    /// every suspended request has been answered.
+    public func stop(gracePeriod: Duration = .seconds(10)) {
+        guard let daemon else { return }
+        self.daemon = nil
+        let listenSocket = MHD_quiesce_daemon(daemon)
+
+        let clock = ContinuousClock()
+        let deadline = clock.now + gracePeriod
+        while inFlight.withLock({ $0 }) > 0 && clock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        let abandoned = suspended.withLock { Array($0.values) }
+        for request in abandoned {
+            request.complete(
+                .problem(.unavailable("The server is shutting down; retry the request.")), server: self)
+        }
+        while suspended.withLock({ !$0.isEmpty }) {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        MHD_stop_daemon(daemon)
+        // The listen socket is ours after quiescing, but threads may use it until the daemon stops.
+        if listenSocket >= 0 { close(listenSocket) }
+        logger.info("HTTP server stopped")
+    }
+}
+
+/// A request waiting for its deferred handler, with the suspended connection to resume.
+struct SuspendedRequest: @unchecked Sendable {
+    // @unchecked: the connection pointer is only passed to MHD_resume_connection, which
+    // libmicrohttpd documents as callable from any thread.
+    let context: RequestContext
+    let connection: OpaquePointer
+
+    /// Stores the response and resumes the connection; the server thread then sends it. Only
+    /// the first call has an effect.
+    func complete(_ response: HTTPResponse, server: HTTPServer) {
+        guard context.deferredResponse.withLock({ slot in
+            guard slot == nil else { return false }
+            slot = response
+            return true
+        }) else { return }
+        _ = server.suspended.withLock { $0.removeValue(forKey: ObjectIdentifier(context)) }
+        MHD_resume_connection(connection)
+    }
+}
+
+/// The state of one request across libmicrohttpd's calls, kept in `con_cls`.
+final class RequestContext: Sendable {
+    let started = ContinuousClock.now
+    let method: HTTPMethod
+    let path: String
+    let match: Router.Match
+    let bodyLimit: Int
+    let requestID: String
+    let deferredResponse = Mutex<HTTPResponse?>(nil)
+    let upload = Mutex(Upload())
+
+    struct Upload {
+        var body: [UInt8] = []
+        var overflowed = false
+        var discarded = 0
+        var dispatched = false
+    }
+
+    init(method: HTTPMethod, path: String, match: Router.Match, bodyLimit: Int, requestID: String) {
+        self.requestID = requestID
+        self.method = method
+        self.path = path
+        self.match = match
+        self.bodyLimit = bodyLimit
+    }
+
+    var routeName: String {
+        if case .found(let route, _) = match { return route.pattern }
+        return "unmatched"
+    }
+}
+
+extension HTTPServer {
+    /// The access handler's work; see `mhdAccess`.
+    func handle(
+        connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
+        uploadData: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>?,
+        state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+    ) -> MHD_Result {
+        guard let state, let uploadSize else { return .NO }
+
+        guard let existing = state.pointee else {
+            // First call: only the headers are known.
+            let method = HTTPMethod(rawValue: method.map { String(cString: $0) } ?? "GET")
+            let path = url.map { String(cString: $0) } ?? "/"
+            let match = router.match(method: method, path: path)
+            var limit = configuration.defaultBodyLimit
+            if case .found(let route, _) = match, let routeLimit = route.bodyLimit { limit = routeLimit }
+            let requestID = header(connection, "X-Request-Id").flatMap(Self.acceptableRequestID)
+                ?? Self.generateRequestID()
+            let context = RequestContext(
+                method: method, path: path, match: match, bodyLimit: limit, requestID: requestID)
+            state.pointee = Unmanaged.passRetained(context).toOpaque()
+            inFlight.withLock { $0 += 1 }
+
+            if let declared = header(connection, "Content-Length").flatMap({ Int($0) }), declared > limit {
+                // Answered before reading the body; libmicrohttpd then closes the connection.
+                return queue(.problem(.payloadTooLarge(limit: limit)), context: context, connection: connection)
+            }
+            return .YES
+        }
+
+        let context = Unmanaged<RequestContext>.fromOpaque(existing).takeUnretainedValue()
+        if uploadSize.pointee > 0 {
+            let size = uploadSize.pointee
+            uploadSize.pointee = 0
+            let keep = context.upload.withLock { upload -> Bool in
+                if !upload.overflowed && upload.body.count + size <= context.bodyLimit {
+                    uploadData!.withMemoryRebound(to: UInt8.self, capacity: size) {
+                        upload.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size))
+                    }
+                    return true
+                }
+                // A chunked body went over the limit: stop storing it, read on to answer 413.
+                upload.overflowed = true
+                upload.body = []
+                upload.discarded += size
+                return upload.discarded <= Self.discardCap
+            }
+            return keep ? .YES : .NO
+        }
+
+        if let response = context.deferredResponse.withLock({ $0 }) {
+            // Resumed after a deferred handler answered.
+            return queue(response, context: context, connection: connection)
+        }
+        let (body, overflowed, alreadyDispatched) = context.upload.withLock { upload in
+            defer { upload.dispatched = true; upload.body = [] }
+            return (upload.body, upload.overflowed, upload.dispatched)
+        }
+        // A resumed connection without a response yet: nothing to do until it has one.
+        if alreadyDispatched { return .YES }
+        if overflowed {
+            return queue(.problem(.payloadTooLarge(limit: context.bodyLimit)), context: context, connection: connection)
+        }
+
+        switch context.match {
+        case .notFound:
+            return queue(.problem(.notFound()), context: context, connection: connection)
+        case .methodNotAllowed(let allowed):
+            let allow = allowed.map(\.rawValue).joined(separator: ", ")
+            return queue(.problem(.methodNotAllowed, headers: ["Allow": allow]), context: context, connection: connection)
+        case .found(let route, let parameters):
+            let request = makeRequest(connection: connection, context: context, body: body, parameters: parameters)
+            switch route.handler {
+            case .immediate(let handler):
+                return queue(handler(request), context: context, connection: connection)
+            case .deferred(let handler):
+                let pending = SuspendedRequest(context: context, connection: connection)
+                suspended.withLock { $0[ObjectIdentifier(context)] = pending }
+                MHD_suspend_connection(connection)
+                handler(request) { [self] response in pending.complete(response, server: self) }
+                return .YES
+            }
+        }
+    }
+
+    func queue(_ response: HTTPResponse, context: RequestContext, connection: OpaquePointer) -> MHD_Result {
+        let mhdResponse = response.body.withUnsafeBytes { bytes in
+            MHD_create_response_from_buffer(
+                bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+        }
+        guard let mhdResponse else { return .NO }
+        defer { MHD_destroy_response(mhdResponse) }
+        for (name, value) in response.headers {
+            _ = MHD_add_response_header(mhdResponse, name, value)
+        }
+        if !response.headers.contains("x-request-id") {
+            _ = MHD_add_response_header(mhdResponse, "X-Request-Id", context.requestID)
+        }
+        let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+        observer?.requestFinished(
+            method: context.method, route: context.routeName, status: response.status,
+            duration: ContinuousClock.now - context.started)
+        return result
+    }
+
+    func makeRequest(
+        connection: OpaquePointer, context: RequestContext, body: [UInt8], parameters: [String: String]
+    ) -> HTTPRequest {
+        var headers = HTTPHeaders()
+        withUnsafeMutablePointer(to: &headers) { pointer in
+            _ = MHD_get_connection_values(connection, .HEADER_KIND, mhdCollectHeader, pointer)
+        }
+        var query: [(name: String, value: String)] = []
+        withUnsafeMutablePointer(to: &query) { pointer in
+            _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, mhdCollectQuery, pointer)
+        }
+        return HTTPRequest(
+            method: context.method, path: context.path, query: query, headers: headers, body: body,
+            peerAddress: peerAddress(connection), requestID: context.requestID, pathParameters: parameters)
+    }
+
+    func header(_ connection: OpaquePointer, _ name: String) -> String? {
+        MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
+    }
+
+    func peerAddress(_ connection: OpaquePointer) -> String? {
+        guard let address = ah_mhd_client_address(connection) else { return nil }
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        switch Int32(address.pointee.sa_family) {
+        case AF_INET:
+            return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                var addr = sin.pointee.sin_addr
+                return inet_ntop(AF_INET, &addr, &buffer, socklen_t(buffer.count)).map { String(cString: $0) }
+            }
+        case AF_INET6:
+            return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+                var addr = sin6.pointee.sin6_addr
+                return inet_ntop(AF_INET6, &addr, &buffer, socklen_t(buffer.count)).map { String(cString: $0) }
+            }
+        default:
+            return nil
+        }
+    }
+
+    /// A client's request id is echoed only when it is short and made of safe characters.
+    static func acceptableRequestID(_ value: String) -> String? {
+        guard (1...128).contains(value.utf8.count),
+            value.utf8.allSatisfy({ byte in
+                (48...57).contains(byte) || (65...90).contains(byte) || (97...122).contains(byte)
+                    || byte == 45 || byte == 46 || byte == 95
+            })
+        else { return nil }
+        return value
+    }
+
+    static func generateRequestID() -> String {
+        UUID().uuidString.lowercased()
+    }
+
+    func completed(state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
+        guard let state, let existing = state.pointee else { return }
+        state.pointee = nil
+        let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
+        // A connection closed while suspended never got its response: forget it.
+        _ = suspended.withLock { $0.removeValue(forKey: ObjectIdentifier(context)) }
+        inFlight.withLock { $0 -= 1 }
+    }
+}
+
+// libmicrohttpd's callbacks. They must not capture anything (a capturing C callback crashes the
+// compiler), so the server comes through the `cls` pointer.
+
+private let mhdAccess: MHD_AccessHandlerCallback = {
+    cls, connection, url, method, _, uploadData, uploadSize, state in
+    guard let cls, let connection else { return .NO }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    return server.handle(
+        connection: connection, url: url, method: method, uploadData: uploadData, uploadSize: uploadSize,
+        state: state)
+}
+
+private let mhdCompleted: MHD_RequestCompletedCallback = { cls, _, state, _ in
+    guard let cls else { return }
+    Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().completed(state: state)
+}
+
+private let mhdLog: ah_mhd_logger = { cls, format, arguments in
+    guard let cls, let format, let arguments else { return }
+    var buffer = [CChar](repeating: 0, count: 512)
+    _ = vsnprintf(&buffer, buffer.count, format, arguments)
+    let message = String(cString: buffer).trimmingCharacters(in: .whitespacesAndNewlines)
+    Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().logger.debug(
+        "libmicrohttpd", metadata: ["message": "\(message)"])
+}
+
+private let mhdCollectHeader: MHD_KeyValueIterator = { cls, _, key, value in
+    guard let cls, let key else { return .YES }
+    let headers = cls.assumingMemoryBound(to: HTTPHeaders.self)
+    headers.pointee.add(String(cString: key), value.map { String(cString: $0) } ?? "")
+    return .YES
+}
+
+private let mhdCollectQuery: MHD_KeyValueIterator = { cls, _, key, value in
+    guard let cls, let key else { return .YES }
+    let query = cls.assumingMemoryBound(to: [(name: String, value: String)].self)
+    query.pointee.append((name: String(cString: key), value: value.map { String(cString: $0) } ?? ""))
+    return .YES
+}

@@ -1,0 +1,387 @@
+internal import CLibPQ
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+// libpq prints notices (such as "there is no transaction in progress") to stderr unless told
+// otherwise; they carry server text, so they are dropped. A non-capturing file-scope closure,
+// because a capturing @convention(c) closure crashes the Swift 6.3.1 compiler.
+private let discardNotice: PQnoticeProcessor = { _, _ in }
+
+/// One blocking connection to PostgreSQL, the only owner of its libpq `PGconn`.
+///
+/// Calls block the calling thread until the server answers, so run them on threads of your own,
+/// never on Swift concurrency's cooperative pool. Use a connection from one thread at a time;
+/// ``PostgresPool`` hands each connection to one caller at a time.
+///
+/// Every connection sets `TimeZone` to UTC, `DateStyle` to ISO, `bytea_output` to hex and the
+/// configured `statement_timeout` when it opens, so the text forms that ``PostgresDecodable`` reads are fixed.
+public final class PostgresConnection: @unchecked Sendable {
+    // @unchecked Sendable: this is the box of one PGconn; libpq lets a PGconn move between threads as
+    // long as only one thread uses it at a time, which is this type's documented contract.
+    private let handle: OpaquePointer
+    private let configuration: PostgresConfiguration
+    // Set when a ROLLBACK after a failed transaction body could not be sent: the session state is
+    // then unknown, so the connection must not be reused.
+    private var isBroken = false
+
+    /// Opens a connection and prepares the session.
+    ///
+    /// The corresponding C function is `PQconnectdbParams`, with `expand_dbname` set so the
+    /// connection string may be a URI or a conninfo string.
+    ///
+    /// - Throws: ``PostgresError`` of kind `.connectionFailed`.
+    public init(configuration: PostgresConfiguration) throws {
+        var keywords: [String?] = []
+        var values: [String?] = []
+        if !configuration.connectionString.isEmpty {
+            // With expand_dbname, the first dbname is expanded as a URI or conninfo string; the
+            // keywords after it override what it says.
+            keywords.append("dbname")
+            values.append(configuration.connectionString)
+        }
+        keywords += ["connect_timeout", "application_name", "client_encoding", nil]
+        // client_encoding UTF8 so the server converts text for us whatever the database encoding.
+        values += [String(configuration.connectTimeoutSeconds), configuration.applicationName, "UTF8", nil]
+
+        let pointer = withCStringArray(keywords) { keywordArray in
+            withCStringArray(values) { valueArray in
+                PQconnectdbParams(keywordArray, valueArray, 1)
+            }
+        }
+        guard let pointer else {
+            throw PostgresError(kind: .connectionFailed, message: "libpq could not allocate a connection")
+        }
+        guard PQstatus(pointer) == CONNECTION_OK else {
+            let message = copyErrorMessage(PQerrorMessage(pointer))
+            // libpq: "Note that even if the server connection attempt fails (as indicated by
+            // PQstatus), the application should call PQfinish to free the memory used by the
+            // PGconn object."
+            PQfinish(pointer)
+            throw PostgresError(kind: .connectionFailed, message: message)
+        }
+        self.handle = pointer
+        self.configuration = configuration
+        // From here on deinit runs if init throws, so the handle is finished either way.
+        PQsetNoticeProcessor(handle, discardNotice, nil)
+        do {
+            try prepareSession()
+        } catch let error as PostgresError {
+            throw PostgresError(
+                kind: .connectionFailed, sqlState: error.sqlState, constraint: error.constraint,
+                message: error.message
+            )
+        }
+    }
+
+    deinit {
+        PQfinish(handle)
+    }
+
+    private func prepareSession() throws {
+        var sql =
+            "SELECT set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO', false),"
+            + " set_config('bytea_output', 'hex', false)"
+        var binds: [(any PostgresEncodable)?] = []
+        if let timeout = configuration.statementTimeoutMilliseconds {
+            sql += ", set_config('statement_timeout', $1, false)"
+            binds.append(String(timeout))
+        }
+        _ = try run(PostgresQuery(unsafeSQL: sql, binds: binds))
+    }
+
+    /// Runs a statement and returns its rows, copied out of libpq.
+    ///
+    /// The corresponding C function is `PQexecParams`, with text parameters and text results.
+    ///
+    /// - Throws: ``PostgresError`` of kind `.server` (with `sqlState`), `.connectionLost` or `.misuse`.
+    public func query(_ query: PostgresQuery) throws -> PostgresRows {
+        let result = try run(query)
+        return result.rows()
+    }
+
+    /// Runs a statement and returns how many rows it affected.
+    ///
+    /// The corresponding C functions are `PQexecParams` and `PQcmdTuples`.
+    ///
+    /// - Returns: The affected row count, or 0 when the command reports none.
+    /// - Throws: ``PostgresError`` of kind `.server` (with `sqlState`), `.connectionLost` or `.misuse`.
+    @discardableResult
+    public func execute(_ query: PostgresQuery) throws -> Int {
+        try run(query).affectedRows
+    }
+
+    /// Runs SQL text that may hold several statements separated by semicolons, such as a migration
+    /// file; it takes no parameters.
+    ///
+    /// Outside a transaction the server runs the statements as one implicit transaction; the first
+    /// failing statement stops the rest. The corresponding C function is `PQexec`.
+    ///
+    /// - Throws: ``PostgresError`` of kind `.server` (with `sqlState`), `.connectionLost` or `.misuse`.
+    public func executeScript(unsafeSQL sql: String) throws {
+        guard !sql.utf8.contains(0) else {
+            throw PostgresError(kind: .misuse, message: "SQL text cannot contain NUL characters")
+        }
+        _ = try check(PQexec(handle, sql))
+    }
+
+    /// Runs `body` in a transaction: `BEGIN`, then `COMMIT` if it returns or `ROLLBACK` if it throws.
+    ///
+    /// If the rollback itself fails the connection is considered broken (``isHealthy`` is `false`) and
+    /// the body's error is thrown. If a statement failed inside a body that still returned, the
+    /// server turns `COMMIT` into a rollback; that is thrown as SQLSTATE `25P02`.
+    ///
+    /// - Throws: The body's error, or ``PostgresError``; `.misuse` when a transaction is already open.
+    public func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        try begin()
+        return try finishTransaction(body)
+    }
+
+    /// Whether the connection can be reused: libpq reports it open, no transaction is open or
+    /// failed, and no rollback has failed.
+    ///
+    /// A backend terminated while the connection was idle is only noticed on the next use.
+    /// The corresponding C functions are `PQstatus` and `PQtransactionStatus`.
+    public var isHealthy: Bool {
+        !isBroken && PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
+    }
+
+    /// Closes and reopens the connection with the same parameters, then prepares the session again.
+    ///
+    /// The corresponding C function is `PQreset`.
+    ///
+    /// - Returns: Whether the connection is open and prepared again.
+    public func reset() -> Bool {
+        PQreset(handle)
+        guard PQstatus(handle) == CONNECTION_OK else { return false }
+        do {
+            try prepareSession()
+        } catch {
+            return false
+        }
+        isBroken = false
+        return true
+    }
+
+    /// Sends a notification on `channel` with `payload`, through `SELECT pg_notify($1, $2)`.
+    ///
+    /// Inside a transaction the notification is delivered when it commits.
+    ///
+    /// - Throws: ``PostgresError``.
+    public func notify(channel: String, payload: String) throws {
+        try execute("SELECT pg_notify(\(channel), \(payload))")
+    }
+
+    // MARK: - Transactions, for the pool
+
+    func begin() throws {
+        guard PQtransactionStatus(handle) == PQTRANS_IDLE else {
+            throw PostgresError(kind: .misuse, message: "a transaction is already open on this connection")
+        }
+        try execute("BEGIN")
+    }
+
+    func finishTransaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        let value: T
+        do {
+            value = try body(self)
+        } catch {
+            rollbackAfterFailure()
+            throw error
+        }
+        let commit = try run("COMMIT")
+        if commit.commandStatus == "ROLLBACK" {
+            throw PostgresError(
+                kind: .server, sqlState: "25P02",
+                message: "a statement failed inside the transaction, so COMMIT rolled it back"
+            )
+        }
+        return value
+    }
+
+    private func rollbackAfterFailure() {
+        do {
+            try execute("ROLLBACK")
+        } catch {
+            // The body's error is the one worth reporting; this one only means the session can't be trusted.
+            isBroken = true
+        }
+    }
+
+    // MARK: - Liveness and notifications, for the pool and the listener
+
+    /// Whether the server closed the connection while it sat idle, found without blocking: a
+    /// terminated backend leaves its socket readable (an error message, then end of file).
+    func isAliveWithoutWaiting() -> Bool {
+        guard PQstatus(handle) == CONNECTION_OK else { return false }
+        let socket = PQsocket(handle)
+        guard socket >= 0 else { return false }
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&descriptor, 1, 0)
+        if ready > 0 {
+            guard PQconsumeInput(handle) == 1 else { return false }
+        }
+        return PQstatus(handle) == CONNECTION_OK
+    }
+
+    /// Waits up to `timeoutMilliseconds` for input and returns the notifications received.
+    ///
+    /// - Returns: The notifications, or `nil` when the connection is lost.
+    func waitForNotifications(timeoutMilliseconds: Int32) -> [PostgresNotification]? {
+        var notifications = takeNotifications()
+        guard notifications.isEmpty else { return notifications }
+        let socket = PQsocket(handle)
+        guard socket >= 0, PQstatus(handle) == CONNECTION_OK else { return nil }
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&descriptor, 1, timeoutMilliseconds)
+        if ready < 0 && errno != EINTR { return nil }
+        if ready > 0 {
+            guard PQconsumeInput(handle) == 1 else { return nil }
+        }
+        notifications = takeNotifications()
+        guard PQstatus(handle) == CONNECTION_OK else { return nil }
+        return notifications
+    }
+
+    private func takeNotifications() -> [PostgresNotification] {
+        var notifications: [PostgresNotification] = []
+        while let notify = PQnotifies(handle) {
+            notifications.append(
+                PostgresNotification(
+                    channel: String(cString: notify.pointee.relname),
+                    payload: String(cString: notify.pointee.extra)
+                )
+            )
+            // libpq: "After processing a PGnotify object returned by PQnotifies, be sure to free it
+            // with PQfreemem."
+            PQfreemem(notify)
+        }
+        return notifications
+    }
+
+    // MARK: - Running statements
+
+    private func run(_ query: PostgresQuery) throws -> OwnedResult {
+        // libpq takes NUL-terminated strings, so an embedded NUL would silently cut the text short.
+        guard !query.sql.utf8.contains(0), !query.binds.contains(where: { $0?.utf8.contains(0) ?? false }) else {
+            throw PostgresError(kind: .misuse, message: "SQL text and parameters cannot contain NUL characters")
+        }
+        let pointer = withCStringArray(query.binds) { values in
+            PQexecParams(handle, query.sql, Int32(query.binds.count), nil, values, nil, nil, 0)
+        }
+        return try check(pointer)
+    }
+
+    /// Takes ownership of a result and turns a failed one into an error.
+    private func check(_ pointer: OpaquePointer?) throws -> OwnedResult {
+        guard let pointer else {
+            // libpq returns NULL only when it is out of memory or cannot send the command at all.
+            throw PostgresError(kind: .connectionLost, message: copyErrorMessage(PQerrorMessage(handle)))
+        }
+        let result = OwnedResult(pointer)
+        switch PQresultStatus(pointer) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            return result
+        case PGRES_COPY_IN, PGRES_COPY_OUT, PGRES_COPY_BOTH:
+            // COPY needs a protocol this type does not speak; the session is stuck in it.
+            isBroken = true
+            throw PostgresError(kind: .misuse, message: "COPY is not supported")
+        default:
+            throw error(from: result)
+        }
+    }
+
+    private func error(from result: OwnedResult) -> PostgresError {
+        let sqlState = result.errorField(AH_PG_DIAG_SQLSTATE)
+        let lost = PQstatus(handle) != CONNECTION_OK
+        return PostgresError(
+            kind: lost ? .connectionLost : .server,
+            sqlState: sqlState,
+            constraint: result.errorField(AH_PG_DIAG_CONSTRAINT_NAME),
+            message: result.errorField(AH_PG_DIAG_MESSAGE_PRIMARY) ?? copyErrorMessage(PQerrorMessage(handle))
+        )
+    }
+}
+
+/// The owner of one `PGresult`, cleared when it goes away; it never leaves the call that made it.
+private final class OwnedResult {
+    let pointer: OpaquePointer
+
+    init(_ pointer: OpaquePointer) {
+        self.pointer = pointer
+    }
+
+    deinit {
+        PQclear(pointer)
+    }
+
+    var affectedRows: Int {
+        // PQcmdTuples returns "" for commands that report no count.
+        Int(String(cString: PQcmdTuples(pointer))) ?? 0
+    }
+
+    var commandStatus: String {
+        String(cString: PQcmdStatus(pointer))
+    }
+
+    func errorField(_ code: Int32) -> String? {
+        guard let field = PQresultErrorField(pointer, code) else { return nil }
+        return String(cString: field)
+    }
+
+    func rows() -> PostgresRows {
+        let rowCount = Int(PQntuples(pointer))
+        let columnCount = Int(PQnfields(pointer))
+        let columns = (0..<columnCount).map { String(cString: PQfname(pointer, Int32($0))) }
+        var values: [String?] = []
+        values.reserveCapacity(rowCount * columnCount)
+        for row in 0..<Int32(rowCount) {
+            for column in 0..<Int32(columnCount) {
+                if PQgetisnull(pointer, row, column) == 1 {
+                    values.append(nil)
+                } else {
+                    let length = Int(PQgetlength(pointer, row, column))
+                    let bytes = UnsafeRawBufferPointer(start: PQgetvalue(pointer, row, column), count: length)
+                    values.append(String(decoding: bytes, as: UTF8.self))
+                }
+            }
+        }
+        return PostgresRows(columns: columns, values: values, rowCount: rowCount, affectedRows: affectedRows)
+    }
+}
+
+/// Copies libpq's error message out at once, without the trailing newline.
+private func copyErrorMessage(_ message: UnsafePointer<CChar>?) -> String? {
+    guard let message else { return nil }
+    let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+    return text.isEmpty ? nil : text
+}
+
+/// Calls `body` with a C array of NUL-terminated copies of `strings` (`nil` stays a null pointer);
+/// the array and its strings live only during the call.
+private func withCStringArray<R>(
+    _ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R
+) -> R {
+    var storage: [CChar] = []
+    var offsets: [Int?] = []
+    offsets.reserveCapacity(strings.count)
+    for string in strings {
+        guard let string else {
+            offsets.append(nil)
+            continue
+        }
+        offsets.append(storage.count)
+        storage.append(contentsOf: string.utf8.map { CChar(bitPattern: $0) })
+        storage.append(0)
+    }
+    return storage.withUnsafeBufferPointer { buffer in
+        let pointers: [UnsafePointer<CChar>?] = offsets.map { offset in offset.map { buffer.baseAddress! + $0 } }
+        return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+    }
+}

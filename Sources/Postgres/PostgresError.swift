@@ -1,0 +1,77 @@
+/// An error from PostgreSQL, from libpq, or from decoding a result.
+///
+/// `description` is safe to log: it names the kind, the SQLSTATE, the constraint and, for decoding
+/// errors, the column, never a message text, a bound value or the connection string.
+/// `debugDescription` adds the primary message, which may quote a value; keep it out of production logs.
+public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// What went wrong, broadly.
+    public enum Kind: Sendable {
+        /// A connection could not be opened.
+        case connectionFailed
+        /// An open connection broke while it was being used.
+        case connectionLost
+        /// The server refused the statement; see `sqlState`.
+        case server
+        /// A pool had no connection to lend within its acquire timeout.
+        case poolTimeout
+        /// A value could not be decoded into the requested Swift type, or a column was missing.
+        case decoding
+        /// The API was used in a way it does not support (a nested transaction, a closed pool, a NUL byte in text).
+        case misuse
+    }
+
+    /// What went wrong, broadly.
+    public let kind: Kind
+
+    /// The five-character SQLSTATE the server reported, such as `"23505"`, if any.
+    public let sqlState: String?
+
+    /// The name of the violated constraint (`PG_DIAG_CONSTRAINT_NAME`), if any.
+    public let constraint: String?
+
+    /// The column a decoding error is about, if any. A column name is not a value, so it is shown.
+    let column: String?
+
+    /// The server's primary message, or libpq's or this library's explanation; only in `debugDescription`.
+    let message: String?
+
+    init(
+        kind: Kind, sqlState: String? = nil, constraint: String? = nil, column: String? = nil, message: String? = nil
+    ) {
+        self.kind = kind
+        self.sqlState = sqlState
+        self.constraint = constraint
+        self.column = column
+        self.message = message
+    }
+
+    /// Whether this is a unique violation (SQLSTATE `23505`).
+    public var isUniqueViolation: Bool { sqlState == "23505" }
+
+    /// Whether the connection is unusable: a failed or lost connection, SQLSTATE class `08`, or
+    /// an administrator shutdown or termination (`57P01`, `57P02`, `57P03`).
+    public var isConnectionError: Bool {
+        switch kind {
+        case .connectionFailed, .connectionLost:
+            return true
+        case .server, .poolTimeout, .decoding, .misuse:
+            guard let sqlState else { return false }
+            return sqlState.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(sqlState)
+        }
+    }
+
+    /// A generic description: the kind, SQLSTATE, constraint and column; never a message, a value or conninfo.
+    public var description: String {
+        var text = "PostgresError.\(kind)"
+        if let sqlState { text += " sqlstate=\(sqlState)" }
+        if let constraint { text += " constraint=\(constraint)" }
+        if let column { text += " column=\(column)" }
+        return text
+    }
+
+    /// The description plus the primary message, which may quote a value (never the DETAIL line).
+    public var debugDescription: String {
+        guard let message else { return description }
+        return description + ": " + message
+    }
+}

