@@ -19,6 +19,10 @@ public struct Configuration: Sendable {
     public var logFormat: LogFormat
     /// Seconds a graceful stop waits for in-flight requests.
     public var shutdownGraceSeconds: Int
+    /// Ingest requests per second per app (per instance) unless the app sets its own.
+    public var rateLimitPerSecond: Int
+    /// Ingest requests per second per device token (per instance).
+    public var deviceRateLimitPerSecond: Int
 
     /// How log lines are written.
     public enum LogFormat: String, Sendable {
@@ -30,8 +34,10 @@ public struct Configuration: Sendable {
     public init(
         http: HTTPServerConfiguration = HTTPServerConfiguration(), database: PostgresConfiguration,
         poolSize: Int? = nil, adminToken: String? = nil, logLevel: Logger.Level = .info, logFormat: LogFormat = .text,
-        shutdownGraceSeconds: Int = 10
+        shutdownGraceSeconds: Int = 10, rateLimitPerSecond: Int = 1000, deviceRateLimitPerSecond: Int = 10
     ) {
+        self.rateLimitPerSecond = rateLimitPerSecond
+        self.deviceRateLimitPerSecond = deviceRateLimitPerSecond
         self.http = http
         self.database = database
         self.poolSize = poolSize ?? http.threads
@@ -81,10 +87,12 @@ public struct Configuration: Sendable {
         let format = try reader.choice(
             "ACTIONHOOK_LOG_FORMAT", default: LogFormat.text, choices: ["text": .text, "json": .json])
         let grace = try reader.integer("ACTIONHOOK_SHUTDOWN_GRACE_SECONDS", default: 10, in: 0...600)
+        let rate = try reader.integer("ACTIONHOOK_RATE_LIMIT_PER_SECOND", default: 1000, in: 1...10_000_000)
+        let deviceRate = try reader.integer("ACTIONHOOK_DEVICE_RATE_LIMIT_PER_SECOND", default: 10, in: 1...10_000_000)
 
         return Configuration(
             http: http, database: database, poolSize: poolSize, adminToken: token, logLevel: level, logFormat: format,
-            shutdownGraceSeconds: grace)
+            shutdownGraceSeconds: grace, rateLimitPerSecond: rate, deviceRateLimitPerSecond: deviceRate)
     }
 }
 

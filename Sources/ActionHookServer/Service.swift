@@ -13,6 +13,9 @@ public final class ActionHookService: Sendable {
     let logger: Logger
     let pool: PostgresPool
     let server: HTTPServer
+    let listener: PostgresListener
+    /// Every route as `METHOD pattern`, for checking the OpenAPI document against the router.
+    public let routes: [String]
 
     /// Creates the service; nothing listens or connects until ``start()``.
     public init(configuration: Configuration, logger: Logger) {
@@ -24,8 +27,21 @@ public final class ActionHookService: Sendable {
             configuration: configuration.database, size: configuration.poolSize, logger: logger)
         self.pool = pool
 
+        let cache = AppCache()
+        listener = PostgresListener(
+            configuration: configuration.database, channels: [Channels.invalidate], logger: logger,
+            onNotification: { notification in cache.invalidate(appID: notification.payload) },
+            onReconnect: { cache.invalidateAll() })
+
         var router = Router()
         OperationsRoutes(pool: pool, metrics: metrics, logger: logger).register(in: &router)
+        let api = APIContext(pool: pool, configuration: configuration, cache: cache, logger: logger)
+        api.registerIngestRoutes(in: &router)
+        api.registerAppRoutes(in: &router)
+        api.registerCategoryRoutes(in: &router)
+        api.registerRuleRoutes(in: &router)
+        api.registerHistoryRoutes(in: &router)
+        routes = router.routes.map { "\($0.method.rawValue) \($0.pattern)" }
         server = HTTPServer(configuration: configuration.http, router: router, logger: logger, observer: metrics)
     }
 
@@ -40,12 +56,14 @@ public final class ActionHookService: Sendable {
 
     /// Starts serving HTTP.
     public func start() throws {
+        listener.start()
         try server.start()
     }
 
     /// Stops gracefully: no new connections, in-flight requests finish, then the pool closes.
     public func stop() {
         server.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
+        listener.stop()
         pool.close()
         logger.info("stopped")
     }

@@ -67,6 +67,12 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
             sql += "$\(binds.count)"
         }
 
+        /// Appends SQL text that is a compile-time constant, such as a column list several queries
+        /// share. A `StaticString` can only come from a literal in the source, never from input.
+        public mutating func appendInterpolation(unsafeSQL fragment: StaticString) {
+            sql += fragment.description
+        }
+
         /// Binds an optional value as the next parameter; `nil` binds `NULL`.
         public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value?) {
             binds.append(value?.postgresText)

@@ -75,6 +75,8 @@ CREATE TABLE responses (
     user_text               text,
     user_info               jsonb NOT NULL DEFAULT '{}',
     device_token            text,
+    -- The client's own responseId, when the body carried one.
+    client_response_id      text,
     responded_at            timestamptz,
     received_at             timestamptz NOT NULL DEFAULT now(),
     outcome                 text NOT NULL CHECK (outcome IN
@@ -83,7 +85,7 @@ CREATE TABLE responses (
     rule_id                 text,
     subject                 text,
     -- The 202 body, replayed for the same key and body.
-    answer                  jsonb NOT NULL,
+    answer                  json NOT NULL,
     PRIMARY KEY (app_id, id),
     UNIQUE (app_id, idempotency_key)
 );

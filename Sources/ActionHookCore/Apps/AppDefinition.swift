@@ -1,0 +1,238 @@
+import Crypto
+import Foundation
+
+/// An app's APNs provider credentials. The private key is write-only through the API.
+public struct APNsCredentials: Sendable, Equatable {
+    /// The 10-character Apple Developer team id.
+    public var teamId: String
+    /// The 10-character id of the .p8 key.
+    public var keyId: String
+    /// The .p8 key, PEM (`-----BEGIN PRIVATE KEY-----`).
+    public var privateKey: String
+    /// The app's bundle id (the `apns-topic`).
+    public var topic: String
+    /// `sandbox` or `production`.
+    public var environment: String
+
+    /// Creates credentials.
+    public init(teamId: String, keyId: String, privateKey: String, topic: String, environment: String) {
+        self.teamId = teamId
+        self.keyId = keyId
+        self.privateKey = privateKey
+        self.topic = topic
+        self.environment = environment
+    }
+}
+
+/// An app's own webhook endpoint and its Standard Webhooks signing secret (write-only).
+public struct WebhookEndpoint: Sendable, Equatable {
+    /// The `http`/`https` URL.
+    public var url: String
+    /// The `whsec_` secret.
+    public var secret: String
+
+    /// Creates an endpoint.
+    public init(url: String, secret: String) {
+        self.url = url
+        self.secret = secret
+    }
+}
+
+/// An app (tenant) as configured through the admin API.
+public struct AppDefinition: Sendable, Equatable {
+    /// The client-chosen slug.
+    public var id: String
+    /// A display name.
+    public var name: String
+    /// APNs credentials, when the app sends pushes.
+    public var apns: APNsCredentials?
+    /// The app's webhook endpoint, when it has one.
+    public var webhook: WebhookEndpoint?
+    /// Ingest requests per second allowed for this app; `nil` uses the server default.
+    public var rateLimitPerSecond: Int?
+
+    /// Creates an app.
+    public init(
+        id: String, name: String, apns: APNsCredentials? = nil, webhook: WebhookEndpoint? = nil,
+        rateLimitPerSecond: Int? = nil
+    ) {
+        self.id = id
+        self.name = name
+        self.apns = apns
+        self.webhook = webhook
+        self.rateLimitPerSecond = rateLimitPerSecond
+    }
+
+    static let serverOwned: Set<String> = ["createdAt", "updatedAt", "ingestKey", "ingestKeys", "webhookSecret"]
+
+    /// Decodes a `POST /v1/apps` body. A webhook without `secret` gets a generated one, returned
+    /// as `generatedWebhookSecret` so the answer can show it once.
+    public static func decodeCreate(_ body: JSONValue) throws(ValidationFailure) -> (
+        app: AppDefinition, generatedWebhookSecret: String?
+    ) {
+        var diagnostics = Diagnostics()
+        guard var reader = ObjectReader.root(body, &diagnostics) else {
+            try diagnostics.check()
+            preconditionFailure("a non-object body is always a shape error")
+        }
+        let id = reader.string("id", &diagnostics)
+        if let id {
+            if !Slug.isValid(id) { diagnostics.invalid("/id", "must be 1 to 64 characters of A-Z a-z 0-9 . _ -") }
+        } else if !reader.has("id") {
+            diagnostics.invalid("/id", "is required")
+        }
+        let name = reader.string("name", &diagnostics)
+        if let name { diagnostics.checkLength(name, "/name", max: 200) }
+        var generated: String?
+        let apns = reader.object("apns", &diagnostics).flatMap { decodeAPNs($0, existing: nil, &diagnostics) }
+        let webhook = reader.object("webhook", &diagnostics).flatMap { object -> WebhookEndpoint? in
+            let endpoint = decodeWebhook(object, existing: nil, &diagnostics)
+            if let endpoint, object["secret"] == nil || object["secret"] == .null { generated = endpoint.secret }
+            return endpoint
+        }
+        let rate = reader.integer("rateLimitPerSecond", in: 1...1_000_000, &diagnostics)
+        reader.reportUnknown(&diagnostics, serverOwned: serverOwned)
+        try diagnostics.check()
+        let app = AppDefinition(
+            id: id ?? "", name: name ?? id ?? "", apns: apns, webhook: webhook, rateLimitPerSecond: rate)
+        return (app, generated)
+    }
+
+    /// Applies a `PATCH /v1/apps/{app}` body: members present replace, `null` removes `apns`,
+    /// `webhook` or `rateLimitPerSecond`; inside `apns` and `webhook` members merge, so a secret
+    /// need not be sent again. `id` cannot change.
+    public func applyingPatch(_ body: JSONValue) throws(ValidationFailure) -> (
+        app: AppDefinition, generatedWebhookSecret: String?
+    ) {
+        var diagnostics = Diagnostics()
+        guard var reader = ObjectReader.root(body, &diagnostics) else {
+            try diagnostics.check()
+            preconditionFailure("a non-object body is always a shape error")
+        }
+        var patched = self
+        var generated: String?
+        if reader.has("id") {
+            _ = reader.raw("id")
+            diagnostics.invalid("/id", "cannot be changed")
+        }
+        if let name = reader.string("name", &diagnostics) {
+            diagnostics.checkLength(name, "/name", max: 200)
+            patched.name = name
+        }
+        if let value = reader.raw("apns") {
+            if value.isNull {
+                patched.apns = nil
+            } else if let object = value.objectValue {
+                patched.apns = Self.decodeAPNs(object, existing: apns, &diagnostics)
+            } else {
+                diagnostics.wrongType("/apns", expected: "an object or null")
+            }
+        }
+        if let value = reader.raw("webhook") {
+            if value.isNull {
+                patched.webhook = nil
+            } else if let object = value.objectValue {
+                patched.webhook = Self.decodeWebhook(object, existing: webhook, &diagnostics)
+                if webhook == nil, let endpoint = patched.webhook, object["secret"] == nil || object["secret"] == .null {
+                    generated = endpoint.secret
+                }
+            } else {
+                diagnostics.wrongType("/webhook", expected: "an object or null")
+            }
+        }
+        if let value = reader.raw("rateLimitPerSecond") {
+            if value.isNull {
+                patched.rateLimitPerSecond = nil
+            } else {
+                patched.rateLimitPerSecond = reader.integer("rateLimitPerSecond", in: 1...1_000_000, &diagnostics)
+            }
+        }
+        reader.reportUnknown(&diagnostics, serverOwned: Self.serverOwned)
+        try diagnostics.check()
+        return (patched, generated)
+    }
+
+    static func decodeAPNs(
+        _ object: JSONObject, existing: APNsCredentials?, _ diagnostics: inout Diagnostics
+    ) -> APNsCredentials? {
+        var reader = ObjectReader(object, at: "/apns")
+        let teamId = reader.string("teamId", &diagnostics) ?? existing?.teamId
+        let keyId = reader.string("keyId", &diagnostics) ?? existing?.keyId
+        let privateKey = reader.string("privateKey", &diagnostics) ?? existing?.privateKey
+        let topic = reader.string("topic", &diagnostics) ?? existing?.topic
+        let environment = reader.string("environment", &diagnostics) ?? existing?.environment ?? "production"
+        reader.reportUnknown(&diagnostics, serverOwned: ["privateKeyConfigured"])
+        let tenCharacters = { (text: String) in
+            text.count == 10 && text.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII }
+        }
+        var valid = true
+        func require(_ value: String?, _ key: String, _ check: (String) -> Bool, _ detail: String) {
+            guard let value else {
+                diagnostics.invalid("/apns/\(key)", "is required")
+                valid = false
+                return
+            }
+            if !check(value) {
+                diagnostics.invalid("/apns/\(key)", detail)
+                valid = false
+            }
+        }
+        require(teamId, "teamId", tenCharacters, "must be 10 letters or digits")
+        require(keyId, "keyId", tenCharacters, "must be 10 letters or digits")
+        require(
+            privateKey, "privateKey", { (try? P256.Signing.PrivateKey(pemRepresentation: $0)) != nil },
+            "must be an ES256 .p8 key in PEM form")
+        require(topic, "topic", { !$0.isEmpty && $0.count <= 255 }, "must be 1 to 255 characters")
+        require(environment, "environment", { ["sandbox", "production"].contains($0) }, "must be sandbox or production")
+        guard valid, let teamId, let keyId, let privateKey, let topic else { return nil }
+        return APNsCredentials(
+            teamId: teamId, keyId: keyId, privateKey: privateKey, topic: topic, environment: environment)
+    }
+
+    static func decodeWebhook(
+        _ object: JSONObject, existing: WebhookEndpoint?, _ diagnostics: inout Diagnostics
+    ) -> WebhookEndpoint? {
+        var reader = ObjectReader(object, at: "/webhook")
+        let url = reader.string("url", &diagnostics) ?? existing?.url
+        let secret = reader.string("secret", &diagnostics) ?? existing?.secret ?? SecretToken.generateWebhookSecret()
+        reader.reportUnknown(&diagnostics, serverOwned: ["secretConfigured", "disabled"])
+        guard let url else {
+            diagnostics.invalid("/webhook/url", "is required")
+            return nil
+        }
+        var valid = true
+        if !WebhookURL.isWellFormed(url) {
+            diagnostics.invalid("/webhook/url", "must be an absolute http or https URL of at most 2048 characters")
+            valid = false
+        }
+        if !WebhookSecret.isValid(secret) {
+            diagnostics.invalid("/webhook/secret", "must be whsec_ followed by 24 to 64 base64-encoded bytes")
+            valid = false
+        }
+        return valid ? WebhookEndpoint(url: url, secret: secret) : nil
+    }
+}
+
+/// Syntax checks for webhook URLs.
+public enum WebhookURL {
+    /// Whether `text` is an absolute `http`/`https` URL with a host and no credentials, ≤ 2048 characters.
+    public static func isWellFormed(_ text: String) -> Bool {
+        guard text.count <= 2048, let components = URLComponents(string: text),
+            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = components.host, !host.isEmpty,
+            components.user == nil, components.password == nil
+        else { return false }
+        return true
+    }
+}
+
+/// Standard Webhooks signing secrets.
+public enum WebhookSecret {
+    /// Whether `text` is `whsec_` followed by base64 of 24 to 64 bytes.
+    public static func isValid(_ text: String) -> Bool {
+        guard text.hasPrefix(SecretToken.webhookSecretPrefix),
+            let bytes = Data(base64Encoded: String(text.dropFirst(SecretToken.webhookSecretPrefix.count)))
+        else { return false }
+        return (24...64).contains(bytes.count)
+    }
+}

@@ -1,0 +1,109 @@
+import ActionHookCore
+import ActionHookStore
+import Foundation
+import Logging
+import MicroHTTPD
+import Postgres
+import Synchronization
+
+/// What every API route needs: the stores, authentication, caches, limits and error mapping.
+struct APIContext: Sendable {
+    let apps: AppStore
+    let categories: CategoryStore
+    let rules: RuleStore
+    let responses: ResponseStore
+    let followUps: FollowUpStore
+    let adminTokens: AdminTokenStore
+    let auth: Authenticator
+    let cache: AppCache
+    let limits: IngestLimits
+    let rateLimits: IngestRateLimits
+    let errors: ErrorMapper
+
+    init(pool: PostgresPool, configuration: Configuration, cache: AppCache, logger: Logger) {
+        apps = AppStore(pool: pool)
+        categories = CategoryStore(pool: pool)
+        rules = RuleStore(pool: pool)
+        responses = ResponseStore(pool: pool)
+        followUps = FollowUpStore(pool: pool)
+        adminTokens = AdminTokenStore(pool: pool)
+        self.cache = cache
+        auth = Authenticator(
+            bootstrapToken: configuration.adminToken, adminTokens: adminTokens, apps: apps, cache: cache)
+        limits = IngestLimits()
+        rateLimits = IngestRateLimits(
+            appPerSecond: configuration.rateLimitPerSecond, devicePerSecond: configuration.deviceRateLimitPerSecond)
+        errors = ErrorMapper(logger: logger)
+    }
+
+    /// A handler whose thrown errors become problem responses.
+    func endpoint(_ body: @escaping @Sendable (HTTPRequest) throws -> HTTPResponse) -> @Sendable (HTTPRequest)
+        -> HTTPResponse
+    {
+        { request in
+            do {
+                return try body(request)
+            } catch {
+                return errors.response(for: error, request: request)
+            }
+        }
+    }
+
+    /// A handler for admin routes: the admin token is checked first.
+    func admin(_ body: @escaping @Sendable (HTTPRequest) throws -> HTTPResponse) -> @Sendable (HTTPRequest)
+        -> HTTPResponse
+    {
+        endpoint { request in
+            try auth.requireAdmin(request)
+            return try body(request)
+        }
+    }
+
+    /// A handler for routes under `/v1/apps/{app}`: admin token, then the app must exist (404 otherwise).
+    func appAdmin(_ body: @escaping @Sendable (HTTPRequest, String) throws -> HTTPResponse) -> @Sendable (HTTPRequest)
+        -> HTTPResponse
+    {
+        admin { request in
+            let appID = request.parameter("app")
+            guard Slug.isValid(appID), try apps.app(appID) != nil else { throw APIError.notFound("app") }
+            return try body(request, appID)
+        }
+    }
+
+    /// The app's rules and categories, from the cache.
+    func ruleSet(appID: String) throws -> AppCache.Rules {
+        try cache.rules(appID: appID) {
+            AppCache.Rules(rules: try rules.all(appID: appID), categories: try categories.all(appID: appID))
+        }
+    }
+}
+
+/// Per-app and per-device token buckets for ingest, on this instance.
+final class IngestRateLimits: Sendable {
+    let appPerSecond: Int
+    let devicePerSecond: Int
+    private let limiter = Mutex(RateLimiter())
+    private let start = ContinuousClock.now
+
+    init(appPerSecond: Int, devicePerSecond: Int) {
+        self.appPerSecond = appPerSecond
+        self.devicePerSecond = devicePerSecond
+    }
+
+    /// Throws 429 with `Retry-After` when the app or the device is over its rate.
+    func check(appID: String, appRate: Int?, deviceToken: String?) throws {
+        let elapsed = ContinuousClock.now - start
+        let now = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let rate = Double(appRate ?? appPerSecond)
+        let wait = limiter.withLock { limiter -> Double? in
+            if let wait = limiter.acquire("app\u{1F}" + appID, rate: rate, burst: max(1, rate * 2), now: now) {
+                return wait
+            }
+            guard let deviceToken else { return nil }
+            let deviceRate = Double(devicePerSecond)
+            return limiter.acquire(
+                "device\u{1F}" + appID + "\u{1F}" + deviceToken, rate: deviceRate, burst: max(1, deviceRate * 2), now: now)
+        }
+        if let wait { throw APIError.tooManyRequests(retryAfter: max(1, Int(wait.rounded(.up)))) }
+    }
+}

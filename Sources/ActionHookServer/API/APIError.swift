@@ -1,0 +1,97 @@
+import ActionHookCore
+import ActionHookStore
+import Logging
+import MicroHTTPD
+import Postgres
+
+/// An error that already knows its HTTP answer.
+struct APIError: Error {
+    let problem: ProblemDetails
+    var headers: HTTPHeaders = HTTPHeaders()
+
+    static let unauthorized = APIError(
+        problem: ProblemDetails(
+            status: 401, title: "Unauthorized", detail: "A valid bearer credential is required for this route."),
+        headers: ["WWW-Authenticate": "Bearer"])
+
+    static func notFound(_ what: String) -> APIError {
+        APIError(problem: .notFound("No \(what) exists with this id."))
+    }
+
+    static let unsupportedMediaType = APIError(
+        problem: ProblemDetails(
+            status: 415, title: "Unsupported Media Type", detail: "The body must be application/json."))
+
+    static func badRequest(_ detail: String, errors: [ProblemDetails.FieldError] = []) -> APIError {
+        APIError(problem: ProblemDetails(status: 400, title: "Bad Request", detail: detail, errors: errors))
+    }
+
+    static func conflict(_ detail: String) -> APIError {
+        APIError(problem: ProblemDetails(status: 409, title: "Conflict", detail: detail))
+    }
+
+    static func tooManyRequests(retryAfter seconds: Int) -> APIError {
+        APIError(
+            problem: ProblemDetails(
+                status: 429, title: "Too Many Requests", detail: "The rate limit is exceeded; retry later."),
+            headers: ["Retry-After": String(seconds)])
+    }
+}
+
+/// Turns any error into its problem+json answer: the one place where errors meet statuses.
+struct ErrorMapper: Sendable {
+    let logger: Logger
+
+    func response(for error: any Error, request: HTTPRequest) -> HTTPResponse {
+        switch error {
+        case let error as APIError:
+            return .problem(error.problem, headers: error.headers)
+        case let failure as ValidationFailure:
+            return .problem(
+                ProblemDetails(
+                    status: failure.status, title: failure.title, detail: failure.detail,
+                    errors: failure.errors.map { .init(pointer: $0.pointer, detail: $0.detail) }))
+        case let error as JSONParseError:
+            return .problem(ProblemDetails(status: 400, title: "Malformed JSON", detail: error.description))
+        case is InvalidCursor:
+            return .problem(
+                ProblemDetails(status: 400, title: "Bad Request", detail: "The cursor is not one this server issued."))
+        case let error as StoreError:
+            return .problem(problem(for: error))
+        case let error as PostgresError where error.isConnectionError || error.kind == .poolTimeout
+            || error.sqlState == "57014":
+            logger.warning(
+                "database unavailable", metadata: ["error": "\(error)", "request_id": "\(request.requestID)"])
+            return .problem(
+                .unavailable("The database is unavailable; retry with the same idempotency key."),
+                headers: ["Retry-After": "1"])
+        default:
+            logger.error(
+                "request failed", metadata: ["error": "\(error)", "request_id": "\(request.requestID)"])
+            return .problem(.internalError)
+        }
+    }
+
+    func problem(for error: StoreError) -> ProblemDetails {
+        switch error {
+        case .notFound:
+            return .notFound("No object exists with this id.")
+        case .alreadyExists:
+            return ProblemDetails(status: 409, title: "Conflict", detail: "An object with this id already exists.")
+        case .versionMismatch:
+            return ProblemDetails(
+                status: 412, title: "Precondition Failed",
+                detail: "If-Match does not name the current version; read it again.")
+        case .wrongState(let detail):
+            return ProblemDetails(status: 409, title: "Conflict", detail: detail)
+        case .idempotencyKeyInFlight:
+            return ProblemDetails(
+                status: 409, title: "Conflict",
+                detail: "A request with this idempotency key is still being processed; retry shortly.")
+        case .idempotencyKeyReused:
+            return ProblemDetails(
+                status: 422, title: "Idempotency Key Reused",
+                detail: "This idempotency key was already used with a different body.")
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import ActionHookCore
+import ActionHookStore
+import Foundation
+import MicroHTTPD
+
+/// `POST /v1/responses` and `GET /v1/categories`: the routes the iOS app calls with its ingest key.
+extension APIContext {
+    func registerIngestRoutes(in router: inout Router) {
+        router.add(.post, "/v1/responses", endpoint(ingest))
+        router.add(.get, "/v1/categories", endpoint { request in
+            let principal = try auth.requireIngestKey(request)
+            let categories = try ruleSet(appID: principal.appID).categories.values.sorted { $0.id < $1.id }
+            return .list(categories.map(\.json), nextCursor: nil)
+        })
+    }
+
+    func ingest(_ request: HTTPRequest) throws -> HTTPResponse {
+        let principal = try auth.requireIngestKey(request)
+        let body = try request.jsonBody()
+        let response = try NotificationResponse.decode(body, limits: limits)
+        try rateLimits.check(
+            appID: principal.appID, appRate: principal.rateLimitPerSecond, deviceToken: response.deviceToken)
+        let key = try idempotencyKey(request, response: response)
+        let decision = try decide(response, appID: principal.appID)
+        switch try responses.ingest(
+            appID: principal.appID, idempotencyKey: key, response: response, decision: decision)
+        {
+        case .created(let answer):
+            return .json(202, answer)
+        case .replayed(let answer):
+            return .json(200, answer, headers: ["Idempotent-Replayed": "true"])
+        }
+    }
+
+    /// The first matching rule and the subject; handler checks (a comment's text) throw 422.
+    func decide(_ response: NotificationResponse, appID: String) throws -> IngestDecision {
+        let set = try ruleSet(appID: appID)
+        let category = response.categoryIdentifier.flatMap { set.categories[$0] }
+        let rule = RuleEngine.firstMatch(for: response, in: set.rules)
+        if let rule { try RuleEngine.check(rule.handler, response: response) }
+        return IngestDecision(rule: rule, subject: RuleEngine.subject(of: response, category: category))
+    }
+
+    /// The `Idempotency-Key` header, else the body's `responseId`, else a fresh key (no deduplication).
+    func idempotencyKey(_ request: HTTPRequest, response: NotificationResponse) throws -> String {
+        if let header = request.headers["idempotency-key"] {
+            guard (1...255).contains(header.utf8.count), header.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw APIError.badRequest("The Idempotency-Key header must be 1 to 255 visible ASCII characters.")
+            }
+            return header
+        }
+        return response.responseId ?? UUID().uuidString.lowercased()
+    }
+}

@@ -1,0 +1,90 @@
+import ActionHookCore
+import ActionHookStore
+import Foundation
+import MicroHTTPD
+
+/// Rules, with `ETag`/`If-Match`, and the dry run.
+extension APIContext {
+    func registerRuleRoutes(in router: inout Router) {
+        router.add(.post, "/v1/apps/{app}/rules/test", appAdmin { request, appID in
+            try dryRun(request, appID: appID)
+        })
+        router.add(.post, "/v1/apps/{app}/rules", appAdmin { request, appID in
+            let rule = try Rule.decode(try request.jsonBody(), id: nil)
+            let stored = try rules.create(appID: appID, rule)
+            cache.invalidate(appID: appID)
+            return .json(
+                201, stored.json, headers: ["ETag": stored.etag, "Location": "/v1/apps/\(appID)/rules/\(rule.id)"])
+        })
+        router.add(.get, "/v1/apps/{app}/rules", appAdmin { request, appID in
+            let paging = try request.pageRequest()
+            let page = try rules.list(appID: appID, PageRequest(limit: paging.limit, cursor: paging.cursor))
+            return .list(page.items.map(\.json), nextCursor: page.nextCursor)
+        })
+        router.add(.get, "/v1/apps/{app}/rules/{rule}", appAdmin { request, appID in
+            guard let stored = try rules.get(appID: appID, id: request.parameter("rule")) else {
+                throw APIError.notFound("rule")
+            }
+            return .json(200, stored.json, headers: ["ETag": stored.etag])
+        })
+        router.add(.put, "/v1/apps/{app}/rules/{rule}", appAdmin { request, appID in
+            let rule = try Rule.decode(try request.jsonBody(), id: request.parameter("rule"))
+            let stored = try rules.replace(appID: appID, rule, ifMatch: try ifMatchVersion(request))
+            cache.invalidate(appID: appID)
+            return .json(200, stored.json, headers: ["ETag": stored.etag])
+        })
+        router.add(.delete, "/v1/apps/{app}/rules/{rule}", appAdmin { request, appID in
+            try rules.delete(appID: appID, id: request.parameter("rule"), ifMatch: try ifMatchVersion(request))
+            cache.invalidate(appID: appID)
+            return .noContent
+        })
+    }
+
+    /// The version named by `If-Match` (`"3"`, `W/"3"`), `nil` for none or `*`. Anything else
+    /// cannot match a current version: 412.
+    func ifMatchVersion(_ request: HTTPRequest) throws -> Int? {
+        guard let header = request.headers["if-match"]?.trimmingCharacters(in: .whitespaces) else { return nil }
+        if header == "*" { return nil }
+        var tag = Substring(header)
+        if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
+        guard tag.count >= 3, tag.first == "\"", tag.last == "\"", let version = Int(tag.dropFirst().dropLast()) else {
+            throw APIError(
+                problem: ProblemDetails(
+                    status: 412, title: "Precondition Failed", detail: "If-Match does not name a version of this rule."))
+        }
+        return version
+    }
+
+    /// Runs an ingest body through the app's rules without storing anything.
+    func dryRun(_ request: HTTPRequest, appID: String) throws -> HTTPResponse {
+        let response = try NotificationResponse.decode(try request.jsonBody(), limits: limits)
+        let decision = try decide(response, appID: appID)
+        let outcome = RuleEngine.outcome(of: decision.rule?.handler)
+        var planned: [PlannedFollowUp] = []
+        if let rule = decision.rule {
+            planned = RuleEngine.plan(
+                rule, response: response, responseID: UUID(), receivedAt: Date(), subject: decision.subject,
+                outcome: outcome)
+            if case .snooze(let delaySeconds, _) = rule.handler,
+                let redelivery = RuleEngine.snoozeRedelivery(of: response, delaySeconds: delaySeconds)
+            {
+                planned.append(redelivery)
+            }
+        }
+        return .json(
+            200,
+            .object([
+                "matched": .bool(decision.rule != nil),
+                "ruleId": decision.rule.map { .string($0.id) } ?? .null,
+                "outcome": .string(outcome.rawValue),
+                "subject": decision.subject.map(JSONValue.string) ?? .null,
+                "followUps": .array(
+                    planned.map {
+                        .object([
+                            "channel": .string($0.channel.rawValue), "delaySeconds": .integer($0.delaySeconds),
+                            "payload": $0.payload,
+                        ])
+                    }),
+            ]))
+    }
+}

@@ -1,0 +1,231 @@
+import ActionHookCore
+import Foundation
+import Postgres
+
+/// An app as stored, with its timestamps.
+public struct StoredApp: Sendable {
+    /// The app's settings.
+    public var definition: AppDefinition
+    /// When the app was created.
+    public var createdAt: Date
+    /// When the app was last changed.
+    public var updatedAt: Date
+    /// When the webhook endpoint answered 410 Gone, disabling it until the webhook is updated.
+    public var webhookDisabledAt: Date?
+
+    /// The app as the API shows it: secrets are never included, only whether they are set.
+    public var json: JSONValue {
+        var object: JSONObject = [
+            "id": .string(definition.id), "name": .string(definition.name),
+        ]
+        if let apns = definition.apns {
+            object["apns"] = .object([
+                "teamId": .string(apns.teamId), "keyId": .string(apns.keyId), "topic": .string(apns.topic),
+                "environment": .string(apns.environment), "privateKeyConfigured": .bool(true),
+            ])
+        } else {
+            object["apns"] = .null
+        }
+        if let webhook = definition.webhook {
+            object["webhook"] = .object([
+                "url": .string(webhook.url), "secretConfigured": .bool(true),
+                "disabled": .bool(webhookDisabledAt != nil),
+            ])
+        } else {
+            object["webhook"] = .null
+        }
+        object["rateLimitPerSecond"] = definition.rateLimitPerSecond.map { .integer($0) } ?? .null
+        object["createdAt"] = .string(Timestamp.format(createdAt))
+        object["updatedAt"] = .string(Timestamp.format(updatedAt))
+        return .object(object)
+    }
+}
+
+/// A newly created ingest key; the secret exists only in this value.
+public struct IngestKey: Sendable {
+    /// The key's id.
+    public var id: UUID
+    /// The bearer secret, shown once.
+    public var secret: String
+    /// When it was created.
+    public var createdAt: Date
+
+    /// The key as the API shows it on creation.
+    public var json: JSONValue {
+        .object([
+            "id": .string(id.uuidString.lowercased()), "secret": .string(secret),
+            "createdAt": .string(Timestamp.format(createdAt)),
+        ])
+    }
+}
+
+/// What an ingest key authenticates: the app and its rate limit.
+public struct IngestPrincipal: Sendable, Equatable {
+    /// The app the key belongs to.
+    public var appID: String
+    /// The app's own rate limit, if set.
+    public var rateLimitPerSecond: Int?
+}
+
+/// Apps, their ingest keys, and admin tokens.
+public struct AppStore: Sendable {
+    let pool: PostgresPool
+
+    /// Creates the store over a pool.
+    public init(pool: PostgresPool) {
+        self.pool = pool
+    }
+
+    /// Creates an app and its first ingest key.
+    public func create(_ app: AppDefinition) throws -> (StoredApp, IngestKey) {
+        do {
+            return try pool.transaction { connection in
+                let rows = try connection.query(
+                    """
+                    INSERT INTO apps (id, name, apns_team_id, apns_key_id, apns_private_key, apns_topic,
+                        apns_environment, webhook_url, webhook_secret, rate_limit_per_second)
+                    VALUES (\(app.id), \(app.name), \(app.apns?.teamId), \(app.apns?.keyId), \(app.apns?.privateKey),
+                        \(app.apns?.topic), \(app.apns?.environment), \(app.webhook?.url), \(app.webhook?.secret),
+                        \(app.rateLimitPerSecond))
+                    RETURNING \(unsafeSQL: Self.columns)
+                    """)
+                let key = try Self.insertKey(appID: app.id, connection: connection)
+                return (try Self.decodeApp(rows[0]), key)
+            }
+        } catch let error as PostgresError where error.isUniqueViolation {
+            throw StoreError.alreadyExists
+        }
+    }
+
+    /// The app, or `nil`.
+    public func app(_ id: String) throws -> StoredApp? {
+        try pool.withConnection { connection in
+            try connection.query("SELECT \(unsafeSQL: Self.columns) FROM apps WHERE id = \(id)")
+                .first.map(Self.decodeApp)
+        }
+    }
+
+    /// Every app, ordered by id, one page at a time.
+    public func list(_ page: PageRequest) throws -> Page<StoredApp> {
+        let after: String? = try page.cursor.map { encoded in
+            guard let cursor = Cursor(encoded: encoded, count: 1) else { throw InvalidCursor() }
+            return cursor.parts[0]
+        }
+        let rows = try pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT \(unsafeSQL: Self.columns) FROM apps
+                WHERE (\(after)::text IS NULL OR id > \(after)) ORDER BY id LIMIT \(page.limit + 1)
+                """)
+        }
+        let apps = try rows.prefix(page.limit).map(Self.decodeApp)
+        let next = rows.count > page.limit ? apps.last.map { Cursor([$0.definition.id]).encoded } : nil
+        return Page(items: apps, nextCursor: next)
+    }
+
+    /// Changes an app under a row lock. `change` returns the new settings; a changed webhook
+    /// re-enables a disabled endpoint.
+    public func update(_ id: String, _ change: (AppDefinition) throws -> AppDefinition) throws -> StoredApp {
+        try pool.transaction { connection in
+            let rows = try connection.query("SELECT \(unsafeSQL: Self.columns) FROM apps WHERE id = \(id) FOR UPDATE")
+            guard let row = rows.first else { throw StoreError.notFound }
+            let current = try Self.decodeApp(row)
+            let app = try change(current.definition)
+            let webhookChanged = app.webhook != current.definition.webhook
+            let updated = try connection.query(
+                """
+                UPDATE apps SET name = \(app.name), apns_team_id = \(app.apns?.teamId),
+                    apns_key_id = \(app.apns?.keyId), apns_private_key = \(app.apns?.privateKey),
+                    apns_topic = \(app.apns?.topic), apns_environment = \(app.apns?.environment),
+                    webhook_url = \(app.webhook?.url), webhook_secret = \(app.webhook?.secret),
+                    webhook_disabled_at = CASE WHEN \(webhookChanged) THEN NULL ELSE webhook_disabled_at END,
+                    rate_limit_per_second = \(app.rateLimitPerSecond), updated_at = now()
+                WHERE id = \(id)
+                RETURNING \(unsafeSQL: Self.columns)
+                """)
+            try connection.notify(channel: Channels.invalidate, payload: id)
+            return try Self.decodeApp(updated[0])
+        }
+    }
+
+    /// Deletes an app and everything it owns. Returns whether it existed.
+    public func delete(_ id: String) throws -> Bool {
+        try pool.transaction { connection in
+            let deleted = try connection.execute("DELETE FROM apps WHERE id = \(id)")
+            if deleted > 0 { try connection.notify(channel: Channels.invalidate, payload: id) }
+            return deleted > 0
+        }
+    }
+
+    /// Creates another ingest key for an existing app.
+    public func createKey(appID: String) throws -> IngestKey {
+        try pool.transaction { connection in
+            let exists = try connection.query("SELECT 1 AS one FROM apps WHERE id = \(appID) FOR SHARE")
+            guard !exists.isEmpty else { throw StoreError.notFound }
+            return try Self.insertKey(appID: appID, connection: connection)
+        }
+    }
+
+    /// Revokes an ingest key at once, on every instance. Returns whether it existed and was active.
+    public func revokeKey(appID: String, keyID: UUID) throws -> Bool {
+        try pool.transaction { connection in
+            let revoked = try connection.execute(
+                """
+                UPDATE api_keys SET revoked_at = now()
+                WHERE app_id = \(appID) AND id = \(keyID) AND revoked_at IS NULL
+                """)
+            if revoked > 0 { try connection.notify(channel: Channels.invalidate, payload: appID) }
+            return revoked > 0
+        }
+    }
+
+    /// The app an active ingest key belongs to, by the key's SHA-256 digest.
+    public func principal(forKeyDigest digest: [UInt8]) throws -> IngestPrincipal? {
+        try pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT k.app_id, a.rate_limit_per_second FROM api_keys k JOIN apps a ON a.id = k.app_id
+                WHERE k.secret_hash = \(digest) AND k.revoked_at IS NULL
+                """
+            ).first.map { row in
+                IngestPrincipal(
+                    appID: try row.decode("app_id"), rateLimitPerSecond: try row.decode("rate_limit_per_second"))
+            }
+        }
+    }
+
+    static func insertKey(appID: String, connection: PostgresConnection) throws -> IngestKey {
+        let id = UUID()
+        let secret = SecretToken.generate(prefix: SecretToken.ingestKeyPrefix)
+        let rows = try connection.query(
+            """
+            INSERT INTO api_keys (app_id, id, secret_hash) VALUES (\(appID), \(id), \(SecretToken.digest(secret)))
+            RETURNING created_at
+            """)
+        return IngestKey(id: id, secret: secret, createdAt: try rows[0].decode("created_at"))
+    }
+
+    static let columns: StaticString = """
+        id, name, apns_team_id, apns_key_id, apns_private_key, apns_topic, apns_environment, webhook_url,
+        webhook_secret, webhook_disabled_at, rate_limit_per_second, created_at, updated_at
+        """
+
+    static func decodeApp(_ row: PostgresRow) throws -> StoredApp {
+        var apns: APNsCredentials?
+        if let teamId: String = try row.decode("apns_team_id") {
+            apns = APNsCredentials(
+                teamId: teamId, keyId: try row.decode("apns_key_id"), privateKey: try row.decode("apns_private_key"),
+                topic: try row.decode("apns_topic"), environment: try row.decode("apns_environment"))
+        }
+        var webhook: WebhookEndpoint?
+        if let url: String = try row.decode("webhook_url") {
+            webhook = WebhookEndpoint(url: url, secret: try row.decode("webhook_secret"))
+        }
+        return StoredApp(
+            definition: AppDefinition(
+                id: try row.decode("id"), name: try row.decode("name"), apns: apns, webhook: webhook,
+                rateLimitPerSecond: try row.decode("rate_limit_per_second")),
+            createdAt: try row.decode("created_at"), updatedAt: try row.decode("updated_at"),
+            webhookDisabledAt: try row.decode("webhook_disabled_at"))
+    }
+}

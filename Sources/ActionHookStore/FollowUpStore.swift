@@ -1,0 +1,145 @@
+import ActionHookCore
+import Foundation
+import Postgres
+
+/// Follow-up statuses.
+public enum FollowUpStatus: String, Sendable, CaseIterable {
+    case pending, running, retrying, delivered, dead, cancelled, skipped
+}
+
+/// Follow-ups (the outbox) as the admin API reads and changes them.
+public struct FollowUpStore: Sendable {
+    let pool: PostgresPool
+
+    /// Creates the store over a pool.
+    public init(pool: PostgresPool) {
+        self.pool = pool
+    }
+
+    /// The app's follow-ups, newest first, optionally of one status.
+    public func list(appID: String, status: FollowUpStatus?, _ page: PageRequest) throws -> Page<JSONValue> {
+        var afterTime: String?
+        var afterID: UUID?
+        if let encoded = page.cursor {
+            guard let cursor = Cursor(encoded: encoded, count: 2), Timestamp.parse(cursor.parts[0]) != nil,
+                let id = UUID(uuidString: cursor.parts[1])
+            else { throw InvalidCursor() }
+            afterTime = cursor.parts[0]
+            afterID = id
+        }
+        let rows = try pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT \(unsafeSQL: Self.columns) FROM followups
+                WHERE app_id = \(appID) AND (\(status?.rawValue)::text IS NULL OR status = \(status?.rawValue))
+                    AND (\(afterTime)::timestamptz IS NULL OR (created_at, id) < (\(afterTime)::timestamptz, \(afterID)::uuid))
+                ORDER BY created_at DESC, id DESC
+                LIMIT \(page.limit + 1)
+                """)
+        }
+        let items = try rows.prefix(page.limit).map { try Self.decode($0, attempts: nil) }
+        var next: String?
+        if rows.count > page.limit {
+            let last = rows[page.limit - 1]
+            next = Cursor([
+                try last.decode("created_at_text", as: String.self),
+                try last.decode("id", as: UUID.self).uuidString.lowercased(),
+            ]).encoded
+        }
+        return Page(items: items, nextCursor: next)
+    }
+
+    /// A response's follow-ups in order, each with its delivery attempts.
+    public func forResponse(appID: String, responseID: UUID) throws -> [JSONValue] {
+        try pool.withConnection { connection in
+            let followUps = try connection.query(
+                """
+                SELECT \(unsafeSQL: Self.columns) FROM followups
+                WHERE app_id = \(appID) AND response_id = \(responseID) ORDER BY ordinal >= 0 DESC, ordinal
+                """)
+            let attempts = try connection.query(
+                """
+                SELECT a.followup_id, a.attempt, a.started_at, a.finished_at, a.result, a.http_status, a.error_class,
+                    a.duration_ms
+                FROM delivery_attempts a JOIN followups f ON f.app_id = a.app_id AND f.id = a.followup_id
+                WHERE a.app_id = \(appID) AND f.response_id = \(responseID)
+                ORDER BY a.attempt
+                """)
+            var byFollowUp: [UUID: [JSONValue]] = [:]
+            for row in attempts {
+                let attempt: JSONValue = .object([
+                    "attempt": .integer(try row.decode("attempt")),
+                    "startedAt": .string(Timestamp.format(try row.decode("started_at"))),
+                    "finishedAt": .string(Timestamp.format(try row.decode("finished_at"))),
+                    "result": .string(try row.decode("result")),
+                    "httpStatus": (try row.decode("http_status", as: Int?.self)).map { .integer($0) } ?? .null,
+                    "errorClass": (try row.decode("error_class", as: String?.self)).map(JSONValue.string) ?? .null,
+                    "durationMs": .integer(try row.decode("duration_ms")),
+                ])
+                byFollowUp[try row.decode("followup_id"), default: []].append(attempt)
+            }
+            return try followUps.map { row in
+                try Self.decode(row, attempts: byFollowUp[try row.decode("id", as: UUID.self)] ?? [])
+            }
+        }
+    }
+
+    /// Cancels a follow-up that has not been sent yet.
+    public func cancel(appID: String, id: UUID) throws -> JSONValue {
+        try transition(
+            appID: appID, id: id, from: ["pending", "retrying"],
+            update: "status = 'cancelled', lease_until = NULL, updated_at = now()",
+            refusal: "Only a pending or retrying follow-up can be cancelled.")
+    }
+
+    /// Puts a dead follow-up back in the queue, due now.
+    public func retry(appID: String, id: UUID) throws -> JSONValue {
+        let result = try transition(
+            appID: appID, id: id, from: ["dead"],
+            update: "status = 'pending', due_at = now(), lease_until = NULL, updated_at = now()",
+            refusal: "Only a dead follow-up can be retried.")
+        try pool.withConnection { try $0.notify(channel: Channels.followUps, payload: appID) }
+        return result
+    }
+
+    private func transition(
+        appID: String, id: UUID, from statuses: [String], update: StaticString, refusal: String
+    ) throws -> JSONValue {
+        try pool.transaction { connection in
+            let current = try connection.query(
+                "SELECT status FROM followups WHERE app_id = \(appID) AND id = \(id) FOR UPDATE")
+            guard let row = current.first else { throw StoreError.notFound }
+            guard statuses.contains(try row.decode("status", as: String.self)) else {
+                throw StoreError.wrongState(refusal)
+            }
+            let rows = try connection.query(
+                """
+                UPDATE followups SET \(unsafeSQL: update) WHERE app_id = \(appID) AND id = \(id)
+                RETURNING \(unsafeSQL: Self.columns)
+                """)
+            return try Self.decode(rows[0], attempts: nil)
+        }
+    }
+
+    static let columns: StaticString = """
+        id, response_id, channel, status, due_at, attempt, last_error, payload, created_at, updated_at,
+        to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at_text
+        """
+
+    static func decode(_ row: PostgresRow, attempts: [JSONValue]?) throws -> JSONValue {
+        var object: JSONObject = [
+            "id": .string(try row.decode("id", as: UUID.self).uuidString.lowercased()),
+            "responseId": .string(try row.decode("response_id", as: UUID.self).uuidString.lowercased()),
+            "channel": .string(try row.decode("channel")),
+            "status": .string(try row.decode("status")),
+            "dueAt": .string(Timestamp.format(try row.decode("due_at"))),
+            "attempt": .integer(try row.decode("attempt")),
+            "lastError": (try row.decode("last_error", as: String?.self)).map(JSONValue.string) ?? .null,
+            "payload": try JSONParser.parse(try row.decode("payload", as: PostgresJSON.self).text),
+            "createdAt": .string(Timestamp.format(try row.decode("created_at"))),
+            "updatedAt": .string(Timestamp.format(try row.decode("updated_at"))),
+        ]
+        if let attempts { object["attempts"] = .array(attempts) }
+        return .object(object)
+    }
+}

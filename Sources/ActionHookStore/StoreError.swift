@@ -1,0 +1,15 @@
+/// Failures the store reports for the HTTP layer to map to statuses.
+public enum StoreError: Error, Sendable, Equatable {
+    /// The object does not exist (or belongs to another app).
+    case notFound
+    /// An object with this id already exists.
+    case alreadyExists
+    /// `If-Match` named a version that is no longer current.
+    case versionMismatch
+    /// The object is not in a state that allows the operation (e.g. cancelling a delivered follow-up).
+    case wrongState(String)
+    /// A request with this idempotency key is still being processed.
+    case idempotencyKeyInFlight
+    /// This idempotency key was used before with a different body.
+    case idempotencyKeyReused
+}
