@@ -22,6 +22,11 @@ public struct TestResponse: Sendable {
 public struct TestClientError: Error, CustomStringConvertible {
     /// What went wrong.
     public let description: String
+
+    /// Creates an error.
+    public init(description: String) {
+        self.description = description
+    }
 }
 
 /// A blocking HTTP/1.1 client over one TCP connection, so tests control exactly what is sent:
