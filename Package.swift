@@ -13,6 +13,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // The C libraries. Only `MicroHTTPD` and `Postgres` import these.
@@ -70,6 +71,17 @@ let package = Package(
             ]
         ),
 
+        // Follow-up delivery: the outbox worker, signed webhooks, APNs over HTTP/2.
+        .target(
+            name: "ActionHookDelivery",
+            dependencies: [
+                "ActionHookCore",
+                "ActionHookStore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // Routes, authentication, configuration and wiring.
         .target(
             name: "ActionHookServer",
@@ -78,6 +90,7 @@ let package = Package(
                 "Postgres",
                 "ActionHookCore",
                 "ActionHookStore",
+                "ActionHookDelivery",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -102,7 +115,10 @@ let package = Package(
         .testTarget(name: "ActionHookCoreTests", dependencies: ["ActionHookCore"]),
         .testTarget(
             name: "ActionHookServerTests",
-            dependencies: ["ActionHookServer", "ActionHookStore", "Postgres", "TestSupport"]
+            dependencies: [
+                "ActionHookServer", "ActionHookStore", "ActionHookDelivery", "ActionHookCore", "Postgres", "MicroHTTPD",
+                "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,4 +1,6 @@
 import Foundation
+import ActionHookCore
+import ActionHookDelivery
 import Logging
 import MicroHTTPD
 import Postgres
@@ -23,6 +25,18 @@ public struct Configuration: Sendable {
     public var rateLimitPerSecond: Int
     /// Ingest requests per second per device token (per instance).
     public var deviceRateLimitPerSecond: Int
+    /// Whether this instance runs the delivery worker.
+    public var workerEnabled: Bool
+    /// How the delivery worker paces itself and retries.
+    public var worker: WorkerConfiguration
+    /// Seconds a webhook delivery may take.
+    public var webhookTimeoutSeconds: Int
+    /// Whether webhooks may target loopback, private and link-local addresses (local development).
+    public var allowPrivateWebhooks: Bool
+    /// APNs base URL override (both environments).
+    public var apnsURL: String?
+    /// An extra CA (PEM file) trusted for APNs connections.
+    public var apnsCAFile: String?
 
     /// How log lines are written.
     public enum LogFormat: String, Sendable {
@@ -34,8 +48,16 @@ public struct Configuration: Sendable {
     public init(
         http: HTTPServerConfiguration = HTTPServerConfiguration(), database: PostgresConfiguration,
         poolSize: Int? = nil, adminToken: String? = nil, logLevel: Logger.Level = .info, logFormat: LogFormat = .text,
-        shutdownGraceSeconds: Int = 10, rateLimitPerSecond: Int = 1000, deviceRateLimitPerSecond: Int = 10
+        shutdownGraceSeconds: Int = 10, rateLimitPerSecond: Int = 1000, deviceRateLimitPerSecond: Int = 10,
+        workerEnabled: Bool = true, worker: WorkerConfiguration = WorkerConfiguration(), webhookTimeoutSeconds: Int = 10,
+        allowPrivateWebhooks: Bool = false, apnsURL: String? = nil, apnsCAFile: String? = nil
     ) {
+        self.workerEnabled = workerEnabled
+        self.worker = worker
+        self.webhookTimeoutSeconds = webhookTimeoutSeconds
+        self.allowPrivateWebhooks = allowPrivateWebhooks
+        self.apnsURL = apnsURL
+        self.apnsCAFile = apnsCAFile
         self.rateLimitPerSecond = rateLimitPerSecond
         self.deviceRateLimitPerSecond = deviceRateLimitPerSecond
         self.http = http
@@ -89,10 +111,40 @@ public struct Configuration: Sendable {
         let grace = try reader.integer("ACTIONHOOK_SHUTDOWN_GRACE_SECONDS", default: 10, in: 0...600)
         let rate = try reader.integer("ACTIONHOOK_RATE_LIMIT_PER_SECOND", default: 1000, in: 1...10_000_000)
         let deviceRate = try reader.integer("ACTIONHOOK_DEVICE_RATE_LIMIT_PER_SECOND", default: 10, in: 1...10_000_000)
+        let workerEnabled = try reader.choice("ACTIONHOOK_WORKER", default: true, choices: ["1": true, "0": false])
+        var worker = WorkerConfiguration()
+        worker.concurrency = try reader.integer("ACTIONHOOK_WORKER_CONCURRENCY", default: worker.concurrency, in: 1...10_000)
+        worker.leaseSeconds = try reader.integer("ACTIONHOOK_WORKER_LEASE_SECONDS", default: worker.leaseSeconds, in: 5...3600)
+        worker.pollInterval = .milliseconds(
+            try reader.integer("ACTIONHOOK_WORKER_POLL_MS", default: 1000, in: 10...60_000))
+        if let text = environment["ACTIONHOOK_RETRY_SCHEDULE"], !text.isEmpty {
+            guard let policy = RetryPolicy.parse(text) else {
+                throw ConfigurationError(
+                    variable: "ACTIONHOOK_RETRY_SCHEDULE", problem: "must be comma-separated seconds (at most 50)")
+            }
+            worker.retryPolicy = policy
+        }
+        let webhookTimeout = try reader.integer("ACTIONHOOK_WEBHOOK_TIMEOUT_SECONDS", default: 10, in: 1...120)
+        let allowPrivate = try reader.choice(
+            "ACTIONHOOK_ALLOW_PRIVATE_WEBHOOKS", default: false, choices: ["1": true, "0": false])
+        let apnsURL = try environment["ACTIONHOOK_APNS_URL"].flatMap { $0.isEmpty ? nil : $0 }.map { url throws(ConfigurationError) in
+            guard let scheme = URLComponents(string: url)?.scheme?.lowercased(), ["https", "http"].contains(scheme) else {
+                throw ConfigurationError(variable: "ACTIONHOOK_APNS_URL", problem: "must be an https URL")
+            }
+            return url.hasSuffix("/") ? String(url.dropLast()) : url
+        }
+        let apnsCAFile = try environment["ACTIONHOOK_APNS_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 }.map { path throws(ConfigurationError) in
+            guard FileManager.default.isReadableFile(atPath: path) else {
+                throw ConfigurationError(variable: "ACTIONHOOK_APNS_CA_FILE", problem: "must name a readable PEM file")
+            }
+            return path
+        }
 
         return Configuration(
             http: http, database: database, poolSize: poolSize, adminToken: token, logLevel: level, logFormat: format,
-            shutdownGraceSeconds: grace, rateLimitPerSecond: rate, deviceRateLimitPerSecond: deviceRate)
+            shutdownGraceSeconds: grace, rateLimitPerSecond: rate, deviceRateLimitPerSecond: deviceRate,
+            workerEnabled: workerEnabled, worker: worker, webhookTimeoutSeconds: webhookTimeout,
+            allowPrivateWebhooks: allowPrivate, apnsURL: apnsURL, apnsCAFile: apnsCAFile)
     }
 }
 

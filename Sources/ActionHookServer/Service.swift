@@ -1,3 +1,5 @@
+import ActionHookCore
+import ActionHookDelivery
 import ActionHookStore
 import Foundation
 import Logging
@@ -14,6 +16,9 @@ public final class ActionHookService: Sendable {
     let pool: PostgresPool
     let server: HTTPServer
     let listener: PostgresListener
+    let worker: OutboxWorker?
+    let webhooks: WebhookSender
+    let apns: APNsSender
     /// Every route as `METHOD pattern`, for checking the OpenAPI document against the router.
     public let routes: [String]
 
@@ -28,10 +33,29 @@ public final class ActionHookService: Sendable {
         self.pool = pool
 
         let cache = AppCache()
+        webhooks = WebhookSender(
+            timeoutSeconds: configuration.webhookTimeoutSeconds, allowPrivate: configuration.allowPrivateWebhooks)
+        apns = APNsSender(endpoints: .init(overrideURL: configuration.apnsURL, caFile: configuration.apnsCAFile))
+        let worker =
+            configuration.workerEnabled
+            ? OutboxWorker(
+                outbox: OutboxStore(pool: pool), apps: AppStore(pool: pool), webhooks: webhooks, apns: apns,
+                configuration: configuration.worker, observer: metrics, logger: logger) : nil
+        self.worker = worker
         listener = PostgresListener(
-            configuration: configuration.database, channels: [Channels.invalidate], logger: logger,
-            onNotification: { notification in cache.invalidate(appID: notification.payload) },
-            onReconnect: { cache.invalidateAll() })
+            configuration: configuration.database, channels: [Channels.invalidate, Channels.followUps],
+            logger: logger,
+            onNotification: { notification in
+                if notification.channel == Channels.followUps {
+                    worker?.wake()
+                } else {
+                    cache.invalidate(appID: notification.payload)
+                }
+            },
+            onReconnect: {
+                cache.invalidateAll()
+                worker?.wake()
+            })
 
         var router = Router()
         OperationsRoutes(pool: pool, metrics: metrics, logger: logger).register(in: &router)
@@ -57,13 +81,22 @@ public final class ActionHookService: Sendable {
     /// Starts serving HTTP.
     public func start() throws {
         listener.start()
+        worker?.start()
         try server.start()
     }
 
     /// Stops gracefully: no new connections, in-flight requests finish, then the pool closes.
     public func stop() {
         server.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
+        worker?.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
         listener.stop()
+        let closed = DispatchSemaphore(value: 0)
+        Task { [webhooks, apns] in
+            await webhooks.shutdown()
+            await apns.shutdown()
+            closed.signal()
+        }
+        closed.wait()
         pool.close()
         logger.info("stopped")
     }

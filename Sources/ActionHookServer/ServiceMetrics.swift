@@ -1,3 +1,5 @@
+import ActionHookCore
+import ActionHookDelivery
 import CoreMetrics
 import MicroHTTPD
 import Prometheus
@@ -65,6 +67,23 @@ public final class ServiceMetrics: HTTPServerObserver, Sendable {
         buffer.reserveCapacity(16 * 1024)
         registry.emit(into: &buffer)
         return buffer
+    }
+}
+
+extension ServiceMetrics: DeliveryObserver {
+    /// Counts attempts by channel and result and times delivery latency (due → done) by channel.
+    public func attemptFinished(channel: FollowUpChannel, result: String, latency: Double) {
+        counter("actionhook_deliveries_total", dimensions: [("channel", channel.rawValue), ("result", result)])
+            .increment()
+        CoreMetrics.Timer(
+            label: "actionhook_delivery_latency_seconds", dimensions: [("channel", channel.rawValue)], factory: factory
+        ).recordNanoseconds(Int64(max(0, latency) * 1e9))
+    }
+
+    /// Records the queue depth and the age of the oldest due follow-up.
+    public func queueObserved(due: Int, oldestDueAge: Double) {
+        gauge("actionhook_outbox_due").record(due)
+        gauge("actionhook_outbox_oldest_due_age_seconds").record(oldestDueAge)
     }
 }
 

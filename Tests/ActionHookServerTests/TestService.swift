@@ -12,6 +12,8 @@ enum TestService {
         var configuration = Configuration(
             http: HTTPServerConfiguration(host: "127.0.0.1", port: 0, threads: 4),
             database: database.configuration, adminToken: adminToken, shutdownGraceSeconds: 2)
+        // API tests look at follow-ups as ingest left them; delivery tests turn the worker on.
+        configuration.workerEnabled = false
         configure(&configuration)
         let service = ActionHookService(configuration: configuration, logger: Logger(label: "test"))
         if migrate {

@@ -226,6 +226,18 @@ public enum WebhookURL {
     }
 }
 
+extension WebhookURL {
+    /// Whether a URL may be saved: its host must not be a local name or a literal non-public
+    /// address (names are checked again, resolved, when connecting), unless `allowPrivate`.
+    public static func isAllowedTarget(_ text: String, allowPrivate: Bool) -> Bool {
+        guard isWellFormed(text), let host = URLComponents(string: text)?.host else { return false }
+        if allowPrivate { return true }
+        if AddressPolicy.isLocalName(host) { return false }
+        if let literal = AddressPolicy.parseLiteral(host) { return AddressPolicy.isPublic(literal) }
+        return true
+    }
+}
+
 /// Standard Webhooks signing secrets.
 public enum WebhookSecret {
     /// Whether `text` is `whsec_` followed by base64 of 24 to 64 bytes.

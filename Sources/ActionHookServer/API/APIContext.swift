@@ -19,6 +19,7 @@ struct APIContext: Sendable {
     let limits: IngestLimits
     let rateLimits: IngestRateLimits
     let errors: ErrorMapper
+    let allowPrivateWebhooks: Bool
 
     init(pool: PostgresPool, configuration: Configuration, cache: AppCache, logger: Logger) {
         apps = AppStore(pool: pool)
@@ -34,6 +35,18 @@ struct APIContext: Sendable {
         rateLimits = IngestRateLimits(
             appPerSecond: configuration.rateLimitPerSecond, devicePerSecond: configuration.deviceRateLimitPerSecond)
         errors = ErrorMapper(logger: logger)
+        allowPrivateWebhooks = configuration.allowPrivateWebhooks
+    }
+
+    /// Refuses webhook URLs aimed at this machine or a private network (422), unless allowed.
+    func checkWebhookTargets(_ urls: [(pointer: String, url: String?)]) throws {
+        let refused = urls.compactMap { entry -> FieldError? in
+            guard let url = entry.url, !WebhookURL.isAllowedTarget(url, allowPrivate: allowPrivateWebhooks) else {
+                return nil
+            }
+            return FieldError(pointer: entry.pointer, detail: "must not target a loopback, private or link-local address")
+        }
+        if !refused.isEmpty { throw ValidationFailure.invalid(refused) }
     }
 
     /// A handler whose thrown errors become problem responses.

@@ -8,6 +8,7 @@ extension APIContext {
     func registerAppRoutes(in router: inout Router) {
         router.add(.post, "/v1/apps", admin { request in
             let (app, generatedSecret) = try AppDefinition.decodeCreate(try request.jsonBody())
+            try checkWebhookTargets([("/webhook/url", app.webhook?.url)])
             let (stored, key) = try apps.create(app)
             guard case .object(var answer) = stored.json else { return .json(201, stored.json) }
             answer["ingestKey"] = key.json
@@ -28,6 +29,7 @@ extension APIContext {
             var generatedSecret: String?
             let updated = try apps.update(appID) { current in
                 let (patched, generated) = try current.applyingPatch(body)
+                try checkWebhookTargets([("/webhook/url", patched.webhook?.url)])
                 generatedSecret = generated
                 return patched
             }

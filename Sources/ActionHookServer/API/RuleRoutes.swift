@@ -11,6 +11,7 @@ extension APIContext {
         })
         router.add(.post, "/v1/apps/{app}/rules", appAdmin { request, appID in
             let rule = try Rule.decode(try request.jsonBody(), id: nil)
+            try checkWebhookTargets(rule)
             let stored = try rules.create(appID: appID, rule)
             cache.invalidate(appID: appID)
             return .json(
@@ -29,6 +30,7 @@ extension APIContext {
         })
         router.add(.put, "/v1/apps/{app}/rules/{rule}", appAdmin { request, appID in
             let rule = try Rule.decode(try request.jsonBody(), id: request.parameter("rule"))
+            try checkWebhookTargets(rule)
             let stored = try rules.replace(appID: appID, rule, ifMatch: try ifMatchVersion(request))
             cache.invalidate(appID: appID)
             return .json(200, stored.json, headers: ["ETag": stored.etag])
@@ -38,6 +40,10 @@ extension APIContext {
             cache.invalidate(appID: appID)
             return .noContent
         })
+    }
+
+    func checkWebhookTargets(_ rule: Rule) throws {
+        try checkWebhookTargets(rule.followUps.enumerated().map { ("/followUps/\($0.offset)/url", $0.element.url) })
     }
 
     /// The version named by `If-Match` (`"3"`, `W/"3"`), `nil` for none or `*`. Anything else

@@ -1,0 +1,348 @@
+import ActionHookCore
+import ActionHookStore
+import Foundation
+import Logging
+
+/// Receives delivery events, for metrics.
+public protocol DeliveryObserver: Sendable {
+    /// An attempt ended: `result` is `delivered`, `retrying`, `dead` or `skipped`; `latency` is the
+    /// time from due to the end of the attempt.
+    func attemptFinished(channel: FollowUpChannel, result: String, latency: Double)
+    /// The queue's state: follow-ups due now and the age of the oldest.
+    func queueObserved(due: Int, oldestDueAge: Double)
+}
+
+/// How the worker paces itself.
+public struct WorkerConfiguration: Sendable {
+    /// Deliveries in flight at once, across all endpoints.
+    public var concurrency: Int
+    /// How long a claim is held before another worker may take it over.
+    public var leaseSeconds: Int
+    /// The longest wait between looks at the queue when no notification arrives.
+    public var pollInterval: Duration
+    /// How often expired leases are returned to the queue.
+    public var sweepInterval: Duration
+    /// When failed deliveries are retried.
+    public var retryPolicy: RetryPolicy
+
+    /// Creates a configuration.
+    public init(
+        concurrency: Int = 64, leaseSeconds: Int = 60, pollInterval: Duration = .seconds(1),
+        sweepInterval: Duration = .seconds(5), retryPolicy: RetryPolicy = .standard
+    ) {
+        self.concurrency = concurrency
+        self.leaseSeconds = leaseSeconds
+        self.pollInterval = pollInterval
+        self.sweepInterval = sweepInterval
+        self.retryPolicy = retryPolicy
+    }
+}
+
+/// Delivers follow-ups from the outbox: claims due rows under a lease, sends them concurrently,
+/// and records each attempt, fenced by its attempt number.
+///
+/// One dedicated thread owns every (blocking) database call; sends run as async tasks, whose
+/// results come back to that thread. `LISTEN/NOTIFY` wakes it early (``wake()``); the next due
+/// time and the poll interval bound its sleep.
+public final class OutboxWorker: @unchecked Sendable {
+    // @unchecked: every mutable member below is read and written only with `condition` locked,
+    // except `thread`, which only `start` and `stop` touch.
+    let outbox: OutboxStore
+    let apps: AppStore
+    let webhooks: WebhookSender
+    let apns: APNsSender
+    let configuration: WorkerConfiguration
+    let observer: (any DeliveryObserver)?
+    let logger: Logger
+
+    private let condition = NSCondition()
+    private var woken = false
+    private var stopping = false
+    private var gracePeriod: Duration = .seconds(10)
+    private var inFlight: [UUID: ClaimedFollowUp] = [:]
+    private var completions: [Completion] = []
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+    private var appSettings: [String: (app: StoredApp?, loadedAt: ContinuousClock.Instant)] = [:]
+
+    struct Completion {
+        var claim: ClaimedFollowUp
+        var outcome: SendOutcome
+        var startedAt: Date
+        var duration: Duration
+    }
+
+    /// Creates a worker; it does nothing until ``start()``.
+    public init(
+        outbox: OutboxStore, apps: AppStore, webhooks: WebhookSender, apns: APNsSender,
+        configuration: WorkerConfiguration, observer: (any DeliveryObserver)?, logger: Logger
+    ) {
+        self.outbox = outbox
+        self.apps = apps
+        self.webhooks = webhooks
+        self.apns = apns
+        self.configuration = configuration
+        self.observer = observer
+        self.logger = logger
+    }
+
+    /// Starts the worker thread.
+    public func start() {
+        precondition(thread == nil, "worker already started")
+        let thread = Thread { [self] in
+            run()
+            finished.signal()
+        }
+        thread.name = "actionhook-outbox"
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Looks at the queue now (new follow-ups were written).
+    public func wake() {
+        condition.lock()
+        woken = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Stops claiming, lets deliveries in flight finish within `gracePeriod`, gives the rest back
+    /// to the queue, and returns when the thread has ended.
+    public func stop(gracePeriod: Duration) {
+        guard thread != nil else { return }
+        condition.lock()
+        stopping = true
+        self.gracePeriod = gracePeriod
+        condition.signal()
+        condition.unlock()
+        finished.wait()
+        thread = nil
+    }
+
+    private func run() {
+        let clock = ContinuousClock()
+        var lastSweep = clock.now - configuration.sweepInterval
+        while true {
+            condition.lock()
+            let done = stopping
+            let ready = completions
+            completions = []
+            let busy = inFlight.count
+            condition.unlock()
+
+            ready.forEach(record)
+            if done { break }
+
+            if clock.now - lastSweep >= configuration.sweepInterval {
+                lastSweep = clock.now
+                sweepAndObserve()
+            }
+
+            var wait = configuration.pollInterval
+            let capacity = configuration.concurrency - busy
+            if capacity > 0 {
+                do {
+                    let claims = try outbox.claim(limit: capacity, leaseSeconds: configuration.leaseSeconds)
+                    claims.forEach(launch)
+                    // A full batch means more may be due: look again at once.
+                    if claims.count == capacity { continue }
+                    if let next = try outbox.secondsUntilNextDue() {
+                        wait = min(wait, .milliseconds(Int(next * 1000) + 1))
+                    }
+                } catch {
+                    logger.warning("outbox unavailable", metadata: ["error": "\(error)"])
+                    wait = .seconds(1)
+                }
+            }
+            sleep(upTo: wait)
+        }
+        drain(clock: clock)
+    }
+
+    /// Waits for a wake-up, a completion, a stop, or `duration`.
+    private func sleep(upTo duration: Duration) {
+        let deadline = Date().addingTimeInterval(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+        condition.lock()
+        while !woken && !stopping && completions.isEmpty {
+            if !condition.wait(until: deadline) { break }
+        }
+        woken = false
+        condition.unlock()
+    }
+
+    /// On stop: record what finishes within the grace period, then release the rest.
+    private func drain(clock: ContinuousClock) {
+        condition.lock()
+        let deadline = clock.now + gracePeriod
+        condition.unlock()
+        while true {
+            condition.lock()
+            let ready = completions
+            completions = []
+            let remaining = inFlight.count
+            condition.unlock()
+            ready.forEach(record)
+            if remaining == 0 || clock.now >= deadline { break }
+            condition.lock()
+            if completions.isEmpty { _ = condition.wait(until: Date().addingTimeInterval(0.05)) }
+            condition.unlock()
+        }
+        condition.lock()
+        let abandoned = Array(inFlight.values)
+        inFlight.removeAll()
+        condition.unlock()
+        do {
+            try outbox.release(abandoned)
+        } catch {
+            logger.warning("could not release claims; their leases will expire", metadata: ["error": "\(error)"])
+        }
+        logger.info("outbox worker stopped", metadata: ["released": "\(abandoned.count)"])
+    }
+
+    private func sweepAndObserve() {
+        do {
+            let swept = try outbox.sweepExpiredLeases()
+            if swept > 0 { logger.notice("returned expired leases to the queue", metadata: ["count": "\(swept)"]) }
+            let (due, age) = try outbox.queueStatistics()
+            observer?.queueObserved(due: due, oldestDueAge: age)
+        } catch {
+            logger.warning("lease sweep failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Checks what can be decided without sending, then starts the send as a task.
+    private func launch(_ claim: ClaimedFollowUp) {
+        let startedAt = Date()
+        func decided(_ outcome: SendOutcome) {
+            record(Completion(claim: claim, outcome: outcome, startedAt: startedAt, duration: .zero))
+        }
+        let app: StoredApp?
+        do {
+            app = try settings(for: claim.appID)
+        } catch {
+            decided(.retryable(httpStatus: nil, errorClass: "database_error"))
+            return
+        }
+        guard let app else {
+            decided(.permanent(httpStatus: nil, errorClass: "app_deleted"))
+            return
+        }
+        let id = claim.id.uuidString.lowercased()
+        let task: @Sendable () async -> SendOutcome
+        switch claim.channel {
+        case .webhook:
+            let ownURL = claim.payload.value(atPath: "url")?.stringValue
+            guard let url = ownURL ?? app.definition.webhook?.url else {
+                decided(.permanent(httpStatus: nil, errorClass: "no_webhook_url"))
+                return
+            }
+            guard let secret = app.definition.webhook?.secret else {
+                decided(.permanent(httpStatus: nil, errorClass: "no_webhook_secret"))
+                return
+            }
+            if ownURL == nil && app.webhookDisabledAt != nil {
+                decided(.permanent(httpStatus: nil, errorClass: "endpoint_disabled"))
+                return
+            }
+            let body = (claim.payload.value(atPath: "body") ?? .null).jsonBytes
+            task = { [webhooks] in await webhooks.send(id: id, url: url, body: body, secret: secret) }
+        case .apns:
+            guard let credentials = app.definition.apns else {
+                decided(.permanent(httpStatus: nil, errorClass: "no_apns_credentials"))
+                return
+            }
+            if let token = claim.payload.value(atPath: "deviceToken")?.stringValue, !token.isEmpty,
+                (try? outbox.isDeviceDead(appID: claim.appID, token: token)) == true
+            {
+                record(
+                    Completion(
+                        claim: claim, outcome: .deadDevice(httpStatus: 0, reason: "device_dead"), startedAt: startedAt,
+                        duration: .zero))
+                return
+            }
+            let appID = claim.appID
+            let payload = claim.payload
+            task = { [apns] in await apns.send(id: id, appID: appID, credentials: credentials, payload: payload) }
+        }
+        condition.lock()
+        inFlight[claim.id] = claim
+        condition.unlock()
+        Task { [self] in
+            let started = ContinuousClock.now
+            let outcome = await task()
+            complete(Completion(claim: claim, outcome: outcome, startedAt: startedAt, duration: .now - started))
+        }
+    }
+
+    private func complete(_ completion: Completion) {
+        condition.lock()
+        // A claim released at shutdown is no longer ours to record.
+        if inFlight.removeValue(forKey: completion.claim.id) != nil {
+            completions.append(completion)
+            condition.signal()
+        }
+        condition.unlock()
+    }
+
+    /// Stores an attempt's end (fenced) and its side effects; runs on the worker thread.
+    private func record(_ completion: Completion) {
+        let claim = completion.claim
+        let result: AttemptResult
+        var label: String
+        switch completion.outcome {
+        case .delivered(let status):
+            result = .delivered(httpStatus: status)
+            label = "delivered"
+        case .retryable(let status, let errorClass):
+            let delay = configuration.retryPolicy.delayMilliseconds(
+                afterFailedAttempt: claim.attempt, unit: Double.random(in: 0..<1))
+            result = .failed(httpStatus: status, errorClass: errorClass, retryAfterMilliseconds: delay)
+            label = delay == nil ? "dead" : "retrying"
+        case .permanent(let status, let errorClass):
+            result = .failed(httpStatus: status, errorClass: errorClass, retryAfterMilliseconds: nil)
+            label = "dead"
+        case .deadDevice(let status, let reason):
+            if status == 0 {
+                result = .skipped(reason: "device_dead")
+                label = "skipped"
+            } else {
+                if let token = claim.payload.value(atPath: "deviceToken")?.stringValue, !token.isEmpty {
+                    try? outbox.markDeviceDead(appID: claim.appID, token: token, reason: reason)
+                }
+                result = .failed(httpStatus: status, errorClass: reason, retryAfterMilliseconds: nil)
+                label = "dead"
+            }
+        case .endpointGone:
+            try? outbox.disableWebhook(appID: claim.appID)
+            invalidateSettings(claim.appID)
+            result = .failed(httpStatus: 410, errorClass: "endpoint_gone", retryAfterMilliseconds: nil)
+            label = "dead"
+        }
+        do {
+            let stillOurs = try outbox.finish(
+                claim, result: result, startedAt: completion.startedAt, duration: completion.duration)
+            if !stillOurs {
+                label = "lease_lost"
+                logger.notice("attempt result discarded: the claim was taken over", metadata: ["followup": "\(claim.id)"])
+            }
+        } catch {
+            // The lease will expire and the follow-up will be tried again: at least once.
+            logger.warning("could not record an attempt", metadata: ["error": "\(error)", "followup": "\(claim.id)"])
+            label = "unrecorded"
+        }
+        let latency = claim.lateness + Double(completion.duration.components.seconds)
+            + Double(completion.duration.components.attoseconds) / 1e18
+        observer?.attemptFinished(channel: claim.channel, result: label, latency: latency)
+    }
+
+    private func settings(for appID: String) throws -> StoredApp? {
+        if let cached = appSettings[appID], ContinuousClock.now - cached.loadedAt < .seconds(5) { return cached.app }
+        let app = try apps.app(appID)
+        appSettings[appID] = (app, ContinuousClock.now)
+        return app
+    }
+
+    private func invalidateSettings(_ appID: String) {
+        appSettings[appID] = nil
+    }
+}
