@@ -25,6 +25,10 @@ public struct Configuration: Sendable {
     public var rateLimitPerSecond: Int
     /// Ingest requests per second per device token (per instance).
     public var deviceRateLimitPerSecond: Int
+    /// Threads writing ingested responses (each commits one batch at a time).
+    public var ingestWriters: Int
+    /// The most responses one ingest transaction holds.
+    public var ingestBatchMax: Int
     /// Whether this instance runs the delivery worker.
     public var workerEnabled: Bool
     /// How the delivery worker paces itself and retries.
@@ -49,10 +53,12 @@ public struct Configuration: Sendable {
         http: HTTPServerConfiguration = HTTPServerConfiguration(), database: PostgresConfiguration,
         poolSize: Int? = nil, adminToken: String? = nil, logLevel: Logger.Level = .info, logFormat: LogFormat = .text,
         shutdownGraceSeconds: Int = 10, rateLimitPerSecond: Int = 1000, deviceRateLimitPerSecond: Int = 10,
-        workerEnabled: Bool = true, worker: WorkerConfiguration = WorkerConfiguration(), webhookTimeoutSeconds: Int = 10,
+        ingestWriters: Int = 2, ingestBatchMax: Int = 128, workerEnabled: Bool = true, worker: WorkerConfiguration = WorkerConfiguration(), webhookTimeoutSeconds: Int = 10,
         allowPrivateWebhooks: Bool = false, apnsURL: String? = nil, apnsCAFile: String? = nil
     ) {
         self.workerEnabled = workerEnabled
+        self.ingestWriters = ingestWriters
+        self.ingestBatchMax = ingestBatchMax
         self.worker = worker
         self.webhookTimeoutSeconds = webhookTimeoutSeconds
         self.allowPrivateWebhooks = allowPrivateWebhooks
@@ -62,7 +68,8 @@ public struct Configuration: Sendable {
         self.deviceRateLimitPerSecond = deviceRateLimitPerSecond
         self.http = http
         self.database = database
-        self.poolSize = poolSize ?? http.threads
+        // Every HTTP thread, every ingest writer and the delivery worker can hold a connection at once.
+        self.poolSize = poolSize ?? http.threads + ingestWriters + 1
         self.adminToken = adminToken
         self.logLevel = logLevel
         self.logFormat = logFormat
@@ -97,7 +104,8 @@ public struct Configuration: Sendable {
         database.statementTimeoutMilliseconds = try reader.integer(
             "ACTIONHOOK_DB_STATEMENT_TIMEOUT_MS", default: database.statementTimeoutMilliseconds ?? 5000,
             in: 1...3_600_000)
-        let poolSize = try reader.integer("ACTIONHOOK_DB_POOL_SIZE", default: http.threads, in: 1...1000)
+        let ingestWriters = try reader.integer("ACTIONHOOK_INGEST_WRITERS", default: 2, in: 1...64)
+        let poolSize = try reader.integer("ACTIONHOOK_DB_POOL_SIZE", default: http.threads + ingestWriters + 1, in: 1...1000)
 
         let token = environment["ACTIONHOOK_ADMIN_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         if let token, token.utf8.count < 16 {
@@ -111,6 +119,7 @@ public struct Configuration: Sendable {
         let grace = try reader.integer("ACTIONHOOK_SHUTDOWN_GRACE_SECONDS", default: 10, in: 0...600)
         let rate = try reader.integer("ACTIONHOOK_RATE_LIMIT_PER_SECOND", default: 1000, in: 1...10_000_000)
         let deviceRate = try reader.integer("ACTIONHOOK_DEVICE_RATE_LIMIT_PER_SECOND", default: 10, in: 1...10_000_000)
+        let ingestBatchMax = try reader.integer("ACTIONHOOK_INGEST_BATCH_MAX", default: 128, in: 1...10_000)
         let workerEnabled = try reader.choice("ACTIONHOOK_WORKER", default: true, choices: ["1": true, "0": false])
         var worker = WorkerConfiguration()
         worker.concurrency = try reader.integer("ACTIONHOOK_WORKER_CONCURRENCY", default: worker.concurrency, in: 1...10_000)
@@ -143,7 +152,7 @@ public struct Configuration: Sendable {
         return Configuration(
             http: http, database: database, poolSize: poolSize, adminToken: token, logLevel: level, logFormat: format,
             shutdownGraceSeconds: grace, rateLimitPerSecond: rate, deviceRateLimitPerSecond: deviceRate,
-            workerEnabled: workerEnabled, worker: worker, webhookTimeoutSeconds: webhookTimeout,
+            ingestWriters: ingestWriters, ingestBatchMax: ingestBatchMax, workerEnabled: workerEnabled, worker: worker, webhookTimeoutSeconds: webhookTimeout,
             allowPrivateWebhooks: allowPrivate, apnsURL: apnsURL, apnsCAFile: apnsCAFile)
     }
 }

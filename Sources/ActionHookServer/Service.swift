@@ -17,6 +17,7 @@ public final class ActionHookService: Sendable {
     let server: HTTPServer
     let listener: PostgresListener
     let worker: OutboxWorker?
+    let batcher: IngestBatcher
     let webhooks: WebhookSender
     let apns: APNsSender
     /// Every route as `METHOD pattern`, for checking the OpenAPI document against the router.
@@ -59,7 +60,11 @@ public final class ActionHookService: Sendable {
 
         var router = Router()
         OperationsRoutes(pool: pool, metrics: metrics, logger: logger).register(in: &router)
-        let api = APIContext(pool: pool, configuration: configuration, cache: cache, logger: logger)
+        let batcher = IngestBatcher(
+            writer: IngestWriter(pool: pool), writers: configuration.ingestWriters,
+            maxBatch: configuration.ingestBatchMax, logger: logger)
+        self.batcher = batcher
+        let api = APIContext(pool: pool, configuration: configuration, cache: cache, batcher: batcher, logger: logger)
         api.registerIngestRoutes(in: &router)
         api.registerAppRoutes(in: &router)
         api.registerCategoryRoutes(in: &router)
@@ -81,6 +86,7 @@ public final class ActionHookService: Sendable {
     /// Starts serving HTTP.
     public func start() throws {
         listener.start()
+        batcher.start()
         worker?.start()
         try server.start()
     }
@@ -88,6 +94,7 @@ public final class ActionHookService: Sendable {
     /// Stops gracefully: no new connections, in-flight requests finish, then the pool closes.
     public func stop() {
         server.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
+        batcher.stop()
         worker?.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
         listener.stop()
         let closed = DispatchSemaphore(value: 0)

@@ -20,8 +20,10 @@ struct APIContext: Sendable {
     let rateLimits: IngestRateLimits
     let errors: ErrorMapper
     let allowPrivateWebhooks: Bool
+    let batcher: IngestBatcher
 
-    init(pool: PostgresPool, configuration: Configuration, cache: AppCache, logger: Logger) {
+    init(pool: PostgresPool, configuration: Configuration, cache: AppCache, batcher: IngestBatcher, logger: Logger) {
+        self.batcher = batcher
         apps = AppStore(pool: pool)
         categories = CategoryStore(pool: pool)
         rules = RuleStore(pool: pool)

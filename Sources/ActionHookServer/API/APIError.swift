@@ -58,6 +58,8 @@ struct ErrorMapper: Sendable {
                 ProblemDetails(status: 400, title: "Bad Request", detail: "The cursor is not one this server issued."))
         case let error as StoreError:
             return .problem(problem(for: error))
+        case is IngestBatcherStopped:
+            return .problem(.unavailable("The server is shutting down; retry the request."), headers: ["Retry-After": "1"])
         case let error as PostgresError where error.isConnectionError || error.kind == .poolTimeout
             || error.sqlState == "57014":
             logger.warning(

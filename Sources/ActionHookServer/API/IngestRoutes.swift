@@ -6,7 +6,7 @@ import MicroHTTPD
 /// `POST /v1/responses` and `GET /v1/categories`: the routes the iOS app calls with its ingest key.
 extension APIContext {
     func registerIngestRoutes(in router: inout Router) {
-        router.add(.post, "/v1/responses", endpoint(ingest))
+        router.add(Route(.post, "/v1/responses", handler: .deferred(ingest)))
         router.add(.get, "/v1/categories", endpoint { request in
             let principal = try auth.requireIngestKey(request)
             let categories = try ruleSet(appID: principal.appID).categories.values.sorted { $0.id < $1.id }
@@ -14,22 +14,38 @@ extension APIContext {
         })
     }
 
-    func ingest(_ request: HTTPRequest) throws -> HTTPResponse {
+    /// Validates on the server thread, then hands the write to the group-commit batcher; the
+    /// connection stays suspended until the response's transaction has committed.
+    func ingest(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        let item: IngestItem
+        do {
+            item = try ingestItem(request)
+        } catch {
+            respond(errors.response(for: error, request: request))
+            return
+        }
+        batcher.submit(item) { [errors] result in
+            switch result {
+            case .success(.created(let answer)):
+                respond(.json(202, answer))
+            case .success(.replayed(let answer)):
+                respond(.json(200, answer, headers: ["Idempotent-Replayed": "true"]))
+            case .failure(let error):
+                respond(errors.response(for: error, request: request))
+            }
+        }
+    }
+
+    /// Everything ingest decides before the database: key, body, limits, rules.
+    func ingestItem(_ request: HTTPRequest) throws -> IngestItem {
         let principal = try auth.requireIngestKey(request)
         let body = try request.jsonBody()
         let response = try NotificationResponse.decode(body, limits: limits)
         try rateLimits.check(
             appID: principal.appID, appRate: principal.rateLimitPerSecond, deviceToken: response.deviceToken)
-        let key = try idempotencyKey(request, response: response)
-        let decision = try decide(response, appID: principal.appID)
-        switch try responses.ingest(
-            appID: principal.appID, idempotencyKey: key, response: response, decision: decision)
-        {
-        case .created(let answer):
-            return .json(202, answer)
-        case .replayed(let answer):
-            return .json(200, answer, headers: ["Idempotent-Replayed": "true"])
-        }
+        return IngestItem(
+            appID: principal.appID, idempotencyKey: try idempotencyKey(request, response: response), response: response,
+            decision: try decide(response, appID: principal.appID))
     }
 
     /// The first matching rule and the subject; handler checks (a comment's text) throw 422.

@@ -1,0 +1,96 @@
+import Foundation
+import Logging
+
+/// Group commit for ingest: concurrent responses share one transaction.
+///
+/// Writer threads each take everything queued (up to `maxBatch`) and store it with
+/// ``IngestWriter/ingest(batch:)``; each request is answered only after its own rows committed.
+/// A batch never waits for company: a lone request is written at once, and batches form only
+/// from requests that arrived while the writers were busy, so latency stays bounded at low load.
+public final class IngestBatcher: @unchecked Sendable {
+    // @unchecked: `queue`, `stopping` and `threads` are only touched with `condition` locked
+    // (`threads` also by start/stop, which callers do not run concurrently).
+    public typealias Completion = @Sendable (Result<IngestResult, any Error>) -> Void
+
+    let writer: IngestWriter
+    let writers: Int
+    let maxBatch: Int
+    let logger: Logger
+    private let condition = NSCondition()
+    private var queue: [(IngestItem, Completion)] = []
+    private var stopping = false
+    private var running = 0
+    private let stopped = DispatchSemaphore(value: 0)
+
+    /// Creates a batcher with `writers` threads and batches of at most `maxBatch` responses.
+    public init(writer: IngestWriter, writers: Int, maxBatch: Int, logger: Logger) {
+        precondition(writers >= 1 && maxBatch >= 1, "a batcher needs a writer and room for one response")
+        self.writer = writer
+        self.writers = writers
+        self.maxBatch = maxBatch
+        self.logger = logger
+    }
+
+    /// Starts the writer threads.
+    public func start() {
+        condition.lock()
+        running = writers
+        condition.unlock()
+        for index in 0..<writers {
+            let thread = Thread { [self] in
+                writeLoop()
+                condition.lock()
+                running -= 1
+                let last = running == 0
+                condition.unlock()
+                if last { stopped.signal() }
+            }
+            thread.name = "actionhook-ingest-\(index)"
+            thread.start()
+        }
+    }
+
+    /// Queues a response; `completion` runs on a writer thread once it is stored (or failed).
+    public func submit(_ item: IngestItem, completion: @escaping Completion) {
+        condition.lock()
+        let accepting = !stopping
+        if accepting {
+            queue.append((item, completion))
+            condition.signal()
+        }
+        condition.unlock()
+        if !accepting { completion(.failure(IngestBatcherStopped())) }
+    }
+
+    /// Writes what is queued, then stops the writer threads.
+    public func stop() {
+        condition.lock()
+        let wasRunning = running > 0 && !stopping
+        stopping = true
+        condition.broadcast()
+        condition.unlock()
+        if wasRunning { stopped.wait() }
+    }
+
+    private func writeLoop() {
+        while true {
+            condition.lock()
+            while queue.isEmpty && !stopping { condition.wait() }
+            if queue.isEmpty && stopping {
+                condition.unlock()
+                return
+            }
+            let batch = Array(queue.prefix(maxBatch))
+            queue.removeFirst(batch.count)
+            // Others may have arrived meanwhile: let another writer take them.
+            if !queue.isEmpty { condition.signal() }
+            condition.unlock()
+
+            let results = writer.ingest(batch: batch.map(\.0))
+            for ((_, completion), result) in zip(batch, results) { completion(result) }
+        }
+    }
+}
+
+/// The batcher is stopping and takes no more responses.
+public struct IngestBatcherStopped: Error, Sendable {}

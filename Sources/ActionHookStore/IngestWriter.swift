@@ -1,0 +1,387 @@
+import ActionHookCore
+import Foundation
+import Postgres
+
+/// What ingest decided before touching the database: the matched rule and the subject.
+public struct IngestDecision: Sendable {
+    /// The first matching rule, or `nil` (outcome `unmatched`).
+    public var rule: Rule?
+    /// The subject read from `userInfo` through the category's `subjectKey`.
+    public var subject: String?
+
+    /// Creates a decision.
+    public init(rule: Rule?, subject: String?) {
+        self.rule = rule
+        self.subject = subject
+    }
+}
+
+/// The result of an ingest: the stored answer, new or replayed.
+public enum IngestResult: Sendable, Equatable {
+    /// The response was stored now; the answer is the 202 body.
+    case created(JSONValue)
+    /// The same key and body were stored before; the answer is the one given then.
+    case replayed(JSONValue)
+}
+
+/// One response to store.
+public struct IngestItem: Sendable {
+    /// The app the ingest key belongs to.
+    public var appID: String
+    /// The idempotency key.
+    public var idempotencyKey: String
+    /// The normalised response.
+    public var response: NotificationResponse
+    /// The matched rule and subject.
+    public var decision: IngestDecision
+    let requestHash: [UInt8]
+
+    /// Creates an item.
+    public init(appID: String, idempotencyKey: String, response: NotificationResponse, decision: IngestDecision) {
+        self.appID = appID
+        self.idempotencyKey = idempotencyKey
+        self.response = response
+        self.decision = decision
+        requestHash = response.requestHash
+    }
+
+    /// The advisory-lock key and in-batch identity: app and key.
+    var lockKey: String { appID + "\u{1F}" + idempotencyKey }
+}
+
+/// The rows a new response produces, decided before writing.
+struct PlannedResponse {
+    var responseID: UUID
+    var outcome: Outcome
+    var followUps: [(id: UUID, followUp: PlannedFollowUp, dueAt: Date)]
+    var answer: JSONValue
+    /// The notification whose pending snoozes this answer cancels.
+    var cancelsSnoozesOf: String?
+    var decidedAt: Date
+
+    /// Plans a response received at `receivedAt`, after `previousSnoozes` snoozes of its notification.
+    init(_ item: IngestItem, receivedAt: Date, previousSnoozes: Int) {
+        responseID = UUID()
+        let response = item.response
+        let decision = item.decision
+        var outcome = RuleEngine.outcome(of: decision.rule?.handler)
+        var planned: [PlannedFollowUp] = []
+        if let rule = decision.rule {
+            if case .snooze(let delaySeconds, let maxSnoozes) = rule.handler {
+                if previousSnoozes >= maxSnoozes {
+                    outcome = .snoozeLimitReached
+                } else {
+                    planned = RuleEngine.plan(
+                        rule, response: response, responseID: responseID, receivedAt: receivedAt,
+                        subject: decision.subject, outcome: outcome)
+                    if let redelivery = RuleEngine.snoozeRedelivery(of: response, delaySeconds: delaySeconds) {
+                        planned.append(redelivery)
+                    }
+                }
+            } else {
+                planned = RuleEngine.plan(
+                    rule, response: response, responseID: responseID, receivedAt: receivedAt,
+                    subject: decision.subject, outcome: outcome)
+            }
+        }
+        self.outcome = outcome
+        followUps = planned.map { (UUID(), $0, receivedAt.addingTimeInterval(TimeInterval($0.delaySeconds))) }
+        cancelsSnoozesOf = outcome == .snoozed || outcome == .snoozeLimitReached ? nil : response.notificationIdentifier
+        decidedAt = response.respondedAt ?? receivedAt
+        answer = .object([
+            "id": .string(responseID.uuidString.lowercased()), "outcome": .string(outcome.rawValue),
+            "ruleId": decision.rule.map { .string($0.id) } ?? .null,
+            "subject": decision.subject.map(JSONValue.string) ?? .null,
+            "followUps": .array(
+                followUps.map {
+                    .object([
+                        "id": .string($0.id.uuidString.lowercased()), "channel": .string($0.followUp.channel.rawValue),
+                        "dueAt": .string(Timestamp.format($0.dueAt)),
+                    ])
+                }),
+        ])
+    }
+
+    /// Whether this response sets the subject's current decision.
+    var isDecision: Bool { outcome == .accepted || outcome == .declined }
+}
+
+/// Writes responses: one per transaction, or a whole batch in one transaction (group commit).
+///
+/// Both keep the same promises, per (app, idempotency key):
+/// - the same key while another transaction holds it: ``StoreError/idempotencyKeyInFlight``;
+/// - the same key and the same normalised body: the stored answer, ``IngestResult/replayed(_:)``;
+/// - the same key and another body: ``StoreError/idempotencyKeyReused``.
+/// A snooze past `maxSnoozes` for the notification becomes `snooze_limit_reached` with no
+/// follow-ups; any other answer to a notification cancels its pending snooze re-deliveries.
+/// Times come from the database clock (`now()` is the transaction's start).
+public struct IngestWriter: Sendable {
+    let pool: PostgresPool
+
+    /// Creates the writer over a pool.
+    public init(pool: PostgresPool) {
+        self.pool = pool
+    }
+
+    /// Stores one response and its follow-ups in one transaction.
+    public func ingest(_ item: IngestItem) throws -> IngestResult {
+        try pool.transaction { connection in
+            let lock = try connection.query(
+                """
+                SELECT pg_try_advisory_xact_lock(hashtextextended(\(item.lockKey), 0)) AS locked, now() AS now
+                """)
+            guard try lock[0].decode("locked", as: Bool.self) else { throw StoreError.idempotencyKeyInFlight }
+            let receivedAt = try lock[0].decode("now", as: Date.self)
+            let existing = try connection.query(
+                """
+                SELECT request_hash, answer FROM responses
+                WHERE app_id = \(item.appID) AND idempotency_key = \(item.idempotencyKey)
+                """)
+            if let row = existing.first { return try Self.replay(item, row: row) }
+
+            let plan = PlannedResponse(
+                item, receivedAt: receivedAt, previousSnoozes: try previousSnoozes(item, connection: connection))
+            let batch = Batch(entries: [(item, plan)])
+            try batch.write(connection: connection)
+            return .created(plan.answer)
+        }
+    }
+
+    /// Stores several responses in one transaction and returns one result per item, in order.
+    ///
+    /// Idempotency outcomes are per item. If the batch as a whole fails (a bad row, a lost
+    /// connection), each item is retried on its own, so one item never fails its batch-mates.
+    public func ingest(batch items: [IngestItem]) -> [Result<IngestResult, any Error>] {
+        guard items.count > 1 else { return items.map { item in Result { try ingest(item) } } }
+        do {
+            return try pool.transaction { connection in try ingestTogether(items, connection: connection) }
+        } catch {
+            return items.map { item in Result { try ingest(item) } }
+        }
+    }
+
+    private func ingestTogether(_ items: [IngestItem], connection: PostgresConnection) throws
+        -> [Result<IngestResult, any Error>]
+    {
+        var results = [Result<IngestResult, any Error>?](repeating: nil, count: items.count)
+        // A key twice in one batch: the later ones are concurrent with the first.
+        var seen = Set<String>()
+        for (index, item) in items.enumerated() where !seen.insert(item.lockKey).inserted {
+            results[index] = .failure(StoreError.idempotencyKeyInFlight)
+        }
+        let candidates = items.indices.filter { results[$0] == nil }
+
+        let lockKeys = candidates.map { items[$0].lockKey }
+        let locks = try connection.query(
+            """
+            SELECT k.ordinality::int AS position, pg_try_advisory_xact_lock(hashtextextended(k.key, 0)) AS locked,
+                now() AS now
+            FROM unnest(\(lockKeys)::text[]) WITH ORDINALITY AS k(key, ordinality)
+            ORDER BY k.ordinality
+            """)
+        guard let receivedAt = try locks.first?.decode("now", as: Date.self) else { return results.map { $0! } }
+        var locked: [Int] = []
+        for row in locks {
+            let index = candidates[try row.decode("position", as: Int.self) - 1]
+            if try row.decode("locked", as: Bool.self) {
+                locked.append(index)
+            } else {
+                results[index] = .failure(StoreError.idempotencyKeyInFlight)
+            }
+        }
+
+        let existing = try connection.query(
+            """
+            SELECT r.app_id, r.idempotency_key, r.request_hash, r.answer
+            FROM responses r
+            JOIN unnest(\(locked.map { items[$0].appID })::text[], \(locked.map { items[$0].idempotencyKey })::text[])
+                AS k(app_id, idempotency_key)
+                ON r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
+            """)
+        var stored: [String: PostgresRow] = [:]
+        for row in existing {
+            stored[try row.decode("app_id", as: String.self) + "\u{1F}" + (try row.decode("idempotency_key", as: String.self))] = row
+        }
+
+        var entries: [(IngestItem, PlannedResponse)] = []
+        var entryIndexes: [Int] = []
+        var snoozesInBatch: [String: Int] = [:]
+        for index in locked {
+            let item = items[index]
+            if let row = stored[item.lockKey] {
+                results[index] = Result { try Self.replay(item, row: row) }
+                continue
+            }
+            var previous = 0
+            if case .snooze? = item.decision.rule?.handler, let notification = item.response.notificationIdentifier {
+                let key = item.appID + "\u{1F}" + notification
+                previous = try previousSnoozes(item, connection: connection) + snoozesInBatch[key, default: 0]
+                let plan = PlannedResponse(item, receivedAt: receivedAt, previousSnoozes: previous)
+                if plan.outcome == .snoozed { snoozesInBatch[key, default: 0] += 1 }
+                entries.append((item, plan))
+            } else {
+                entries.append((item, PlannedResponse(item, receivedAt: receivedAt, previousSnoozes: previous)))
+            }
+            entryIndexes.append(index)
+        }
+        try Batch(entries: entries).write(connection: connection)
+        for (position, index) in entryIndexes.enumerated() {
+            results[index] = .success(.created(entries[position].1.answer))
+        }
+        return results.map { $0! }
+    }
+
+    /// Snoozes already given for this response's notification (a response without a
+    /// `notificationIdentifier` has no history to count).
+    func previousSnoozes(_ item: IngestItem, connection: PostgresConnection) throws -> Int {
+        guard case .snooze? = item.decision.rule?.handler, let notification = item.response.notificationIdentifier else {
+            return 0
+        }
+        let rows = try connection.query(
+            """
+            SELECT count(*) AS snoozes FROM responses
+            WHERE app_id = \(item.appID) AND notification_identifier = \(notification) AND outcome = 'snoozed'
+            """)
+        return try rows[0].decode("snoozes")
+    }
+
+    static func replay(_ item: IngestItem, row: PostgresRow) throws -> IngestResult {
+        guard SecretToken.constantTimeEquals(try row.decode("request_hash", as: [UInt8].self), item.requestHash) else {
+            throw StoreError.idempotencyKeyReused
+        }
+        return .replayed(try JSONParser.parse(try row.decode("answer", as: PostgresJSON.self).text))
+    }
+}
+
+/// The rows of planned responses, written with a fixed number of statements however many there are.
+struct Batch {
+    let entries: [(IngestItem, PlannedResponse)]
+
+    func write(connection: PostgresConnection) throws {
+        guard !entries.isEmpty else { return }
+        // Pending snoozes written before this batch are cancelled here; snoozes of this batch that a
+        // later answer in the same batch cancels are written as cancelled below.
+        let cancellations = entries.compactMap { item, plan -> JSONValue? in
+            plan.cancelsSnoozesOf.map { .object(["app_id": .string(item.appID), "notification": .string($0)]) }
+        }
+        if !cancellations.isEmpty {
+            try connection.execute(
+                """
+                UPDATE followups f SET status = 'cancelled', updated_at = now()
+                FROM json_to_recordset(\(PostgresJSON(JSONValue.array(cancellations).jsonText))::json)
+                    AS c(app_id text, notification text)
+                WHERE f.app_id = c.app_id AND f.notification_identifier = c.notification AND f.is_snooze
+                    AND f.status IN ('pending', 'retrying')
+                """)
+        }
+
+        let responses = entries.map { item, plan -> JSONValue in
+            let response = item.response
+            return .object([
+                "app_id": .string(item.appID), "id": .string(plan.responseID.uuidString.lowercased()),
+                "idempotency_key": .string(item.idempotencyKey),
+                "request_hash": .string(item.requestHash.map { String(format: "%02x", $0) }.joined()),
+                "action_identifier": .string(response.actionIdentifier),
+                "category_identifier": response.categoryIdentifier.map(JSONValue.string) ?? .null,
+                "notification_identifier": response.notificationIdentifier.map(JSONValue.string) ?? .null,
+                "user_text": response.userText.map(JSONValue.string) ?? .null,
+                "user_info": .object(response.userInfo),
+                "device_token": response.deviceToken.map(JSONValue.string) ?? .null,
+                "client_response_id": response.responseId.map(JSONValue.string) ?? .null,
+                "responded_at": response.respondedAt.map { .string(Timestamp.format($0)) } ?? .null,
+                "outcome": .string(plan.outcome.rawValue),
+                "rule_id": item.decision.rule.map { .string($0.id) } ?? .null,
+                "subject": item.decision.subject.map(JSONValue.string) ?? .null,
+                "answer": plan.answer,
+            ])
+        }
+        try connection.execute(
+            """
+            INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier, category_identifier,
+                notification_identifier, user_text, user_info, device_token, client_response_id, responded_at,
+                received_at, outcome, rule_id, subject, answer)
+            SELECT r.app_id, r.id, r.idempotency_key, decode(r.request_hash, 'hex'), r.action_identifier,
+                r.category_identifier, r.notification_identifier, r.user_text, r.user_info::jsonb, r.device_token,
+                r.client_response_id, r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer
+            FROM json_to_recordset(\(PostgresJSON(JSONValue.array(responses).jsonText))::json) AS r(
+                app_id text, id uuid, idempotency_key text, request_hash text, action_identifier text,
+                category_identifier text, notification_identifier text, user_text text, user_info json,
+                device_token text, client_response_id text, responded_at timestamptz, outcome text, rule_id text,
+                subject text, answer json)
+            """)
+
+        var cancelledInBatch = Set<UUID>()
+        var snoozesByNotification: [String: [UUID]] = [:]
+        for (item, plan) in entries {
+            guard let notification = item.response.notificationIdentifier else { continue }
+            let key = item.appID + "\u{1F}" + notification
+            if plan.cancelsSnoozesOf != nil {
+                cancelledInBatch.formUnion(snoozesByNotification.removeValue(forKey: key) ?? [])
+            }
+            snoozesByNotification[key, default: []] += plan.followUps.filter { $0.followUp.ordinal < 0 }.map(\.id)
+        }
+        let followUps = entries.flatMap { item, plan in
+            plan.followUps.map { id, followUp, dueAt -> JSONValue in
+                let deviceToken =
+                    followUp.channel == .apns ? followUp.payload.value(atPath: "deviceToken")?.stringValue : nil
+                return .object([
+                    "app_id": .string(item.appID), "id": .string(id.uuidString.lowercased()),
+                    "response_id": .string(plan.responseID.uuidString.lowercased()),
+                    "ordinal": .integer(followUp.ordinal), "channel": .string(followUp.channel.rawValue),
+                    "is_snooze": .bool(followUp.ordinal < 0),
+                    "notification_identifier": item.response.notificationIdentifier.map(JSONValue.string) ?? .null,
+                    "device_token": deviceToken.map(JSONValue.string) ?? .null,
+                    "payload": followUp.payload,
+                    "due_at": .string(Timestamp.format(dueAt)),
+                    "status": .string(cancelledInBatch.contains(id) ? "cancelled" : "pending"),
+                ])
+            }
+        }
+        if !followUps.isEmpty {
+            try connection.execute(
+                """
+                INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze, notification_identifier,
+                    device_token, payload, due_at, status)
+                SELECT f.app_id, f.id, f.response_id, f.ordinal, f.channel, f.is_snooze, f.notification_identifier,
+                    f.device_token, f.payload::jsonb, f.due_at, f.status
+                FROM json_to_recordset(\(PostgresJSON(JSONValue.array(followUps).jsonText))::json) AS f(
+                    app_id text, id uuid, response_id uuid, ordinal integer, channel text, is_snooze boolean,
+                    notification_identifier text, device_token text, payload json, due_at timestamptz, status text)
+                """)
+        }
+
+        // One row per (app, subject, device): the latest decision of the batch wins.
+        var decisions: [String: JSONValue] = [:]
+        var order: [String] = []
+        for (item, plan) in entries where plan.isDecision {
+            guard let subject = item.decision.subject else { continue }
+            let token = item.response.deviceToken ?? ""
+            let key = [item.appID, subject, token].joined(separator: "\u{1F}")
+            if decisions[key] == nil { order.append(key) }
+            decisions[key] = .object([
+                "app_id": .string(item.appID), "subject": .string(subject), "device_token": .string(token),
+                "outcome": .string(plan.outcome.rawValue),
+                "response_id": .string(plan.responseID.uuidString.lowercased()),
+                "decided_at": .string(Timestamp.format(plan.decidedAt)),
+            ])
+        }
+        if !decisions.isEmpty {
+            try connection.execute(
+                """
+                INSERT INTO subject_decisions (app_id, subject, device_token, outcome, response_id, decided_at)
+                SELECT d.app_id, d.subject, d.device_token, d.outcome, d.response_id, d.decided_at
+                FROM json_to_recordset(\(PostgresJSON(JSONValue.array(order.map { decisions[$0]! }).jsonText))::json) AS d(
+                    app_id text, subject text, device_token text, outcome text, response_id uuid, decided_at timestamptz)
+                ON CONFLICT (app_id, subject, device_token) DO UPDATE
+                    SET outcome = EXCLUDED.outcome, response_id = EXCLUDED.response_id, decided_at = EXCLUDED.decided_at
+                    WHERE subject_decisions.decided_at <= EXCLUDED.decided_at
+                """)
+        }
+
+        let appsWithFollowUps = Array(Set(entries.filter { !$0.1.followUps.isEmpty }.map { $0.0.appID })).sorted()
+        if !appsWithFollowUps.isEmpty {
+            _ = try connection.query(
+                "SELECT pg_notify(\(Channels.followUps), app) FROM unnest(\(appsWithFollowUps)::text[]) AS app")
+        }
+    }
+}
