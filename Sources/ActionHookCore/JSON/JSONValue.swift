@@ -129,3 +129,28 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
         return lhs.members.allSatisfy { rhs[$0.key] == $0.value }
     }
 }
+
+extension JSONValue {
+    /// The JSON pointer of the first string or member name holding U+0000 (which PostgreSQL
+    /// cannot store), or `nil`.
+    public var pointerToNUL: String? {
+        switch self {
+        case .string(let text):
+            return text.unicodeScalars.contains("\u{0}") ? "" : nil
+        case .array(let elements):
+            for (index, element) in elements.enumerated() {
+                if let inner = element.pointerToNUL { return "/\(index)" + inner }
+            }
+            return nil
+        case .object(let object):
+            for member in object.members {
+                let token = "/" + member.key.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
+                if member.key.unicodeScalars.contains("\u{0}") { return token }
+                if let inner = member.value.pointerToNUL { return token + inner }
+            }
+            return nil
+        default:
+            return nil
+        }
+    }
+}

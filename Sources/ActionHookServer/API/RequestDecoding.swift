@@ -10,7 +10,11 @@ extension HTTPRequest {
         guard let mediaType, mediaType == "application/json" || mediaType.hasSuffix("+json") else {
             throw APIError.unsupportedMediaType
         }
-        return try JSONParser.parse(body, maxDepth: maxDepth)
+        let value = try JSONParser.parse(body, maxDepth: maxDepth)
+        if let pointer = value.pointerToNUL {
+            throw ValidationFailure.invalid([FieldError(pointer: pointer, detail: "must not contain the character U+0000")])
+        }
+        return value
     }
 
     /// The `limit` and `cursor` query items.
