@@ -173,4 +173,14 @@ public final class APNsSender: Sendable {
         }
         for client in all { try? await client.shutdown() }
     }
+
+    /// Closes every connection, blocking the calling thread (never call it on an event loop or from async
+    /// code); it needs no thread of the Swift concurrency pool.
+    public func syncShutdown() {
+        let all = clients.withLock { clients -> [HTTPClient] in
+            defer { clients.removeAll() }
+            return Array(clients.values)
+        }
+        for client in all { try? client.syncShutdown() }
+    }
 }

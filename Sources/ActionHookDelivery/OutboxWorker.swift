@@ -64,6 +64,8 @@ public final class OutboxWorker: @unchecked Sendable {
     private var thread: Thread?
     private let finished = DispatchSemaphore(value: 0)
     private var appSettings: [String: (app: StoredApp?, loadedAt: ContinuousClock.Instant)] = [:]
+    /// Apps changed since their settings were cached (`nil` in the set's place: every app).
+    private var changedApps: Set<String>? = []
 
     struct Completion {
         var claim: ClaimedFollowUp
@@ -96,6 +98,14 @@ public final class OutboxWorker: @unchecked Sendable {
         thread.name = "actionhook-outbox"
         self.thread = thread
         thread.start()
+    }
+
+    /// Forgets the cached settings of an app that changed (`nil`: of every app), so that a changed or
+    /// re-enabled webhook endpoint is used from the next claim on.
+    public func invalidate(appID: String?) {
+        condition.lock()
+        if let appID { changedApps?.insert(appID) } else { changedApps = nil }
+        condition.unlock()
     }
 
     /// Looks at the queue now (new follow-ups were written).
@@ -267,7 +277,7 @@ public final class OutboxWorker: @unchecked Sendable {
         condition.lock()
         inFlight[claim.id] = claim
         condition.unlock()
-        Task { [self] in
+        Task(executorPreference: DeliveryExecutor.shared) { [self] in
             let started = ContinuousClock.now
             let outcome = await task()
             complete(Completion(claim: claim, outcome: outcome, startedAt: startedAt, duration: .now - started))
@@ -313,8 +323,11 @@ public final class OutboxWorker: @unchecked Sendable {
                 label = "dead"
             }
         case .endpointGone:
-            try? outbox.disableWebhook(appID: claim.appID)
-            invalidateSettings(claim.appID)
+            // Only the app's own endpoint is disabled; a 410 from a rule's own URL ends that follow-up alone.
+            if claim.payload.value(atPath: "url")?.stringValue == nil {
+                try? outbox.disableWebhook(appID: claim.appID)
+                invalidateSettings(claim.appID)
+            }
             result = .failed(httpStatus: 410, errorClass: "endpoint_gone", retryAfterMilliseconds: nil)
             label = "dead"
         }
@@ -336,6 +349,11 @@ public final class OutboxWorker: @unchecked Sendable {
     }
 
     private func settings(for appID: String) throws -> StoredApp? {
+        condition.lock()
+        let changed = changedApps
+        changedApps = []
+        condition.unlock()
+        if let changed { changed.forEach(invalidateSettings) } else { appSettings.removeAll() }
         if let cached = appSettings[appID], ContinuousClock.now - cached.loadedAt < .seconds(5) { return cached.app }
         let app = try apps.app(appID)
         appSettings[appID] = (app, ContinuousClock.now)

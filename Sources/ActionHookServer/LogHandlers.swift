@@ -1,3 +1,4 @@
+import ActionHookCore
 import Foundation
 import Logging
 
@@ -37,16 +38,8 @@ public struct JSONLogHandler: LogHandler {
     }
 
     static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
+        var out = ""
+        JSONValue.writeString(text, to: &out)
+        return out
     }
 }

@@ -51,10 +51,12 @@ public final class ActionHookService: Sendable {
                     worker?.wake()
                 } else {
                     cache.invalidate(appID: notification.payload)
+                    worker?.invalidate(appID: notification.payload)
                 }
             },
             onReconnect: {
                 cache.invalidateAll()
+                worker?.invalidate(appID: nil)
                 worker?.wake()
             })
 
@@ -72,6 +74,14 @@ public final class ActionHookService: Sendable {
         api.registerHistoryRoutes(in: &router)
         routes = router.routes.map { "\($0.method.rawValue) \($0.pattern)" }
         server = HTTPServer(configuration: configuration.http, router: router, logger: logger, observer: metrics)
+    }
+
+    deinit {
+        // A service dropped without stop() (one made only to list its routes, say) still owns HTTP
+        // clients, and AsyncHTTPClient traps in debug builds when one is released without being shut
+        // down. After stop() these calls do nothing.
+        webhooks.syncShutdown()
+        apns.syncShutdown()
     }
 
     /// The port the HTTP server listens on.
@@ -97,13 +107,10 @@ public final class ActionHookService: Sendable {
         batcher.stop()
         worker?.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
         listener.stop()
-        let closed = DispatchSemaphore(value: 0)
-        Task { [webhooks, apns] in
-            await webhooks.shutdown()
-            await apns.shutdown()
-            closed.signal()
-        }
-        closed.wait()
+        // Blocking here on a Task would deadlock when the callers of stop() occupy every thread of the
+        // concurrency pool (parallel tests on a 2-core machine); the synchronous shutdowns need none of them.
+        webhooks.syncShutdown()
+        apns.syncShutdown()
         pool.close()
         logger.info("stopped")
     }

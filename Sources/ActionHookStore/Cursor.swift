@@ -1,3 +1,4 @@
+import ActionHookCore
 import Foundation
 
 /// An opaque keyset-pagination cursor: the sort key of the last item returned.
@@ -18,6 +19,14 @@ struct Cursor {
         let parts = text.components(separatedBy: "\u{1F}")
         guard parts.count == count else { return nil }
         self.parts = parts
+    }
+
+    /// Decodes a newest-first cursor: the database's text of a timestamp and a row id.
+    static func timeAndID(_ encoded: String) throws -> (time: String, id: UUID) {
+        guard let cursor = Cursor(encoded: encoded, count: 2), Timestamp.parse(cursor.parts[0]) != nil,
+            let id = UUID(uuidString: cursor.parts[1])
+        else { throw InvalidCursor() }
+        return (cursor.parts[0], id)
     }
 
     var encoded: String {

@@ -18,15 +18,9 @@ public struct FollowUpStore: Sendable {
 
     /// The app's follow-ups, newest first, optionally of one status.
     public func list(appID: String, status: FollowUpStatus?, _ page: PageRequest) throws -> Page<JSONValue> {
-        var afterTime: String?
-        var afterID: UUID?
-        if let encoded = page.cursor {
-            guard let cursor = Cursor(encoded: encoded, count: 2), Timestamp.parse(cursor.parts[0]) != nil,
-                let id = UUID(uuidString: cursor.parts[1])
-            else { throw InvalidCursor() }
-            afterTime = cursor.parts[0]
-            afterID = id
-        }
+        let after = try page.cursor.map(Cursor.timeAndID)
+        let afterTime = after?.time
+        let afterID = after?.id
         let rows = try pool.withConnection { connection in
             try connection.query(
                 """

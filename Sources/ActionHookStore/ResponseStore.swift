@@ -42,15 +42,9 @@ public struct ResponseStore: Sendable {
 
     /// The history, newest first, one page at a time.
     public func list(appID: String, filter: ResponseFilter, _ page: PageRequest) throws -> Page<StoredResponseView> {
-        var afterTime: String?
-        var afterID: UUID?
-        if let encoded = page.cursor {
-            guard let cursor = Cursor(encoded: encoded, count: 2), Timestamp.parse(cursor.parts[0]) != nil,
-                let id = UUID(uuidString: cursor.parts[1])
-            else { throw InvalidCursor() }
-            afterTime = cursor.parts[0]
-            afterID = id
-        }
+        let after = try page.cursor.map(Cursor.timeAndID)
+        let afterTime = after?.time
+        let afterID = after?.id
         let rows = try pool.withConnection { connection in
             try connection.query(
                 """

@@ -141,7 +141,10 @@ public final class HTTPServer: @unchecked Sendable {
             request.complete(
                 .problem(.unavailable("The server is shutting down; retry the request.")), server: self)
         }
-        while suspended.withLock({ !$0.isEmpty }) {
+        // Resuming is asynchronous: wait until the answered requests have been sent (or their
+        // clients gone), so that no connection is still suspended when the daemon stops.
+        let sendDeadline = clock.now + .seconds(5)
+        while inFlight.withLock({ $0 }) > 0 && clock.now < sendDeadline {
             Thread.sleep(forTimeInterval: 0.005)
         }
         MHD_stop_daemon(daemon)

@@ -4,7 +4,7 @@ import Postgres
 import TestSupport
 
 /// A running service over its own schema, with helpers to call it the way clients do.
-final class TestAPI {
+final class TestAPI: Sendable {
     let database: TestDatabase
     let service: ActionHookService
     let pool: PostgresPool

@@ -230,11 +230,14 @@ extension WebhookURL {
     /// Whether a URL may be saved: its host must not be a local name or a literal non-public
     /// address (names are checked again, resolved, when connecting), unless `allowPrivate`.
     public static func isAllowedTarget(_ text: String, allowPrivate: Bool) -> Bool {
-        guard isWellFormed(text), let host = URLComponents(string: text)?.host else { return false }
+        guard isWellFormed(text), var host = URLComponents(string: text)?.host else { return false }
         if allowPrivate { return true }
+        // A trailing dot names the same host: "127.0.0.1." is loopback too.
+        if host.hasSuffix(".") { host.removeLast() }
         if AddressPolicy.isLocalName(host) { return false }
         if let literal = AddressPolicy.parseLiteral(host) { return AddressPolicy.isPublic(literal) }
-        return true
+        // A host with a colon is an IPv6 literal that did not parse (a zone id, say), never a public name.
+        return !host.contains(":")
     }
 }
 

@@ -93,7 +93,10 @@ struct AdminTokenRequest {
             throw ValidationFailure.shape([FieldError(pointer: "", detail: "must be a JSON object")])
         }
         var errors: [FieldError] = object.keys.filter { $0 != "name" }.map {
-            FieldError(pointer: "/" + $0, detail: "is not a known field")
+            // RFC 6901: "~" and "/" inside a member name are escaped as "~0" and "~1".
+            FieldError(
+                pointer: "/" + $0.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1"),
+                detail: "is not a known field")
         }
         let name = object["name"]?.stringValue
         if object["name"] != nil && name == nil {

@@ -1,0 +1,159 @@
+import ActionHookCore
+import ActionHookStore
+import Foundation
+import Postgres
+import Synchronization
+import Testing
+import TestSupport
+
+@Suite("Group commit")
+struct GroupCommitTests {
+    static let snoozeRule = """
+        {"id": "snooze", "match": {"category": "TIMER_EXPIRED", "action": "SNOOZE_ACTION"},
+         "handler": {"type": "snooze", "delaySeconds": 60, "maxSnoozes": 5}}
+        """
+    static let stopRule = """
+        {"id": "stop", "match": {"category": "TIMER_EXPIRED", "action": "STOP_ACTION"}, "handler": {"type": "record"}}
+        """
+
+    func item(app: String, key: String, action: String = "STOP_ACTION", text: String? = nil, rule: String? = nil)
+        throws -> IngestItem
+    {
+        var body: JSONObject = [
+            "actionIdentifier": .string(action), "notificationIdentifier": .string("timer-1"),
+            "deviceToken": .string("00112233445566778899aabbccddeeff"),
+            "userInfo": .object(["aps": .object(["category": .string("TIMER_EXPIRED")])]),
+        ]
+        if let text { body["userText"] = .string(text) }
+        let response = try NotificationResponse.decode(.object(body))
+        let decision = IngestDecision(rule: try rule.map { try Rule.decode(JSONParser.parse($0), id: nil) }, subject: nil)
+        return IngestItem(appID: app, idempotencyKey: key, response: response, decision: decision)
+    }
+
+    @Test("64 concurrent ingests through HTTP: every one acknowledged and stored exactly once")
+    func concurrentIngests() throws {
+        let api = try TestAPI()
+        let key = try api.createApp("batch-app")
+        let statuses = Mutex([Int]())
+        let ids = Mutex(Set<String>())
+        DispatchQueue.concurrentPerform(iterations: 64) { index in
+            let body = #"{"actionIdentifier":"MARK_DONE","responseId":"r-\#(index)","userInfo":{"aps":{"category":"TODO_CATEGORY"}}}"#
+            guard let response = try? api.ingest(key: key, json: body) else { return }
+            statuses.withLock { $0.append(response.status) }
+            if let id = response.json["id"] as? String { _ = ids.withLock { $0.insert(id) } }
+        }
+        #expect(statuses.withLock { $0 } == Array(repeating: 202, count: 64))
+        #expect(ids.withLock { $0.count } == 64)
+        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'batch-app'") == 64)
+        let stored = try api.query("SELECT id FROM responses WHERE app_id = 'batch-app'").map {
+            try $0.decode("id", as: UUID.self).uuidString.lowercased()
+        }
+        #expect(Set(stored) == ids.withLock { $0 })
+    }
+
+    @Test("a key twice in one batch: the first is stored, the later one is 409; a stored key replays or is 422")
+    func idempotencyWithinABatch() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("dup-app")
+        let writer = IngestWriter(pool: api.pool)
+        let results = writer.ingest(batch: [
+            try item(app: "dup-app", key: "a"), try item(app: "dup-app", key: "a"),
+            try item(app: "dup-app", key: "b"), try item(app: "dup-app", key: "a", text: "other"),
+        ])
+        #expect(results.count == 4)
+        guard case .success(.created(let first)) = results[0] else {
+            Issue.record("the first item was not created")
+            return
+        }
+        for index in [1, 3] {
+            guard case .failure(let error) = results[index] else {
+                Issue.record("item \(index) succeeded")
+                continue
+            }
+            #expect(error as? StoreError == .idempotencyKeyInFlight)
+        }
+        guard case .success(.created) = results[2] else {
+            Issue.record("item b was not created")
+            return
+        }
+        let again = writer.ingest(batch: [try item(app: "dup-app", key: "a"), try item(app: "dup-app", key: "c")])
+        guard case .success(.replayed(let replayed)) = again[0] else {
+            Issue.record("a stored key was not replayed")
+            return
+        }
+        #expect(replayed == first)
+        let reused = writer.ingest(batch: [try item(app: "dup-app", key: "a", text: "changed"), try item(app: "dup-app", key: "d")])
+        guard case .failure(let error) = reused[0] else {
+            Issue.record("a reused key with another body succeeded")
+            return
+        }
+        #expect(error as? StoreError == .idempotencyKeyReused)
+        guard case .success(.created) = reused[1] else {
+            Issue.record("the batch-mate of a reused key was not created")
+            return
+        }
+        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'dup-app'") == 4)
+    }
+
+    @Test("a bad row does not fail its batch-mates")
+    func badRowIsolated() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("good-app")
+        let writer = IngestWriter(pool: api.pool)
+        // The app of the second item does not exist: its insert breaks a foreign key.
+        let results = writer.ingest(batch: [
+            try item(app: "good-app", key: "1"), try item(app: "no-such-app", key: "2"),
+            try item(app: "good-app", key: "3"),
+        ])
+        guard case .success(.created) = results[0], case .success(.created) = results[2] else {
+            Issue.record("good items failed with a bad batch-mate: \(results)")
+            return
+        }
+        guard case .failure(let error) = results[1] else {
+            Issue.record("the bad item was stored")
+            return
+        }
+        #expect((error as? PostgresError)?.sqlState == "23503")
+        #expect(try api.count("SELECT count(*) AS n FROM responses") == 2)
+    }
+
+    @Test("a snooze and a later stop for the same notification in one batch: the new snooze is cancelled")
+    func snoozeCancelledWithinABatch() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("timer-app")
+        let writer = IngestWriter(pool: api.pool)
+        let results = writer.ingest(batch: [
+            try item(app: "timer-app", key: "s1", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
+            try item(app: "timer-app", key: "stop", action: "STOP_ACTION", rule: Self.stopRule),
+            try item(app: "timer-app", key: "s2", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
+        ])
+        #expect(results.allSatisfy { if case .success(.created) = $0 { true } else { false } })
+        let rows = try api.query(
+            """
+            SELECT r.idempotency_key AS key, f.status FROM followups f
+            JOIN responses r ON r.app_id = f.app_id AND r.id = f.response_id
+            WHERE f.is_snooze ORDER BY r.idempotency_key
+            """)
+        let statuses = try rows.map { "\(try $0.decode("key", as: String.self))=\(try $0.decode("status", as: String.self))" }
+        #expect(statuses == ["s1=cancelled", "s2=pending"])
+    }
+}
+
+@Suite("Bodies with U+0000")
+struct NULCharacterTests {
+    @Test("a NUL anywhere in a JSON body is a 422 naming its pointer, on ingest and admin routes")
+    func nulIsRefused() throws {
+        let api = try TestAPI()
+        let key = try api.createApp("nul-app")
+        let ingest = try api.ingest(key: key, json: #"{"actionIdentifier":"a","userInfo":{"k\u0000":1}}"#)
+        #expect(ingest.status == 422)
+        let errors = ingest.json["errors"] as? [[String: String]]
+        #expect(errors?.first?["pointer"] == "/userInfo/k\u{0}")
+        let text = try api.ingest(key: key, json: #"{"actionIdentifier":"a","userText":"x\u0000y"}"#)
+        #expect(text.status == 422)
+        #expect((text.json["errors"] as? [[String: String]])?.first?["pointer"] == "/userText")
+        let rename = try api.admin("PATCH", "/v1/apps/nul-app", json: #"{"name":"a\u0000b"}"#)
+        #expect(rename.status == 422)
+        #expect(try api.count("SELECT count(*) AS n FROM responses") == 0)
+    }
+}

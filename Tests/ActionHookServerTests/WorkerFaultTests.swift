@@ -1,0 +1,388 @@
+import ActionHookCore
+import ActionHookServer
+import ActionHookStore
+import Foundation
+import Postgres
+import Synchronization
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The worker under faults: fencing (R5), competing instances (R4), graceful stop (R9) and
+/// `kill -9` of the real binary (R3).
+@Suite("Delivery worker under faults (R3, R4, R5, R9)", .serialized)
+struct WorkerFaultTests {
+    // MARK: - R5
+
+    /// Everything a write could change on a follow-up, as text, plus its attempt rows.
+    static func snapshot(_ api: TestAPI, _ id: String) throws -> [String] {
+        let rows = try api.query(
+            """
+            SELECT status, attempt::text AS attempt, due_at::text AS due_at, coalesce(last_error, '<null>') AS last_error,
+                coalesce(lease_until::text, '<null>') AS lease_until, updated_at::text AS updated_at,
+                (SELECT count(*) FROM delivery_attempts a WHERE a.followup_id = f.id)::text AS attempts
+            FROM followups f WHERE id = \(UUID(uuidString: id)!)
+            """)
+        guard let row = rows.first else { throw TestClientError(description: "no follow-up \(id)") }
+        return try ["status", "attempt", "due_at", "last_error", "lease_until", "updated_at", "attempts"].map {
+            "\($0)=\(try row.decode($0, as: String.self))"
+        }
+    }
+
+    @Test("R5: a claim whose lease was taken over changes nothing (100 of 100 trials)")
+    func fencing() async throws {
+        let api = try TestAPI()
+        _ = try api.createApp("fence")
+        let outbox = OutboxStore(pool: api.pool)
+        let results: [AttemptResult] = [
+            .delivered(httpStatus: 200),
+            .failed(httpStatus: 500, errorClass: "http_500", retryAfterMilliseconds: 1000),
+            .failed(httpStatus: nil, errorClass: "timeout", retryAfterMilliseconds: nil),
+            .skipped(reason: "device_dead"),
+        ]
+        func claimOnly(_ id: String) throws -> ClaimedFollowUp {
+            let claims = try outbox.claim(limit: 5, leaseSeconds: 60)
+            guard claims.count == 1, claims[0].id.uuidString.lowercased() == id else {
+                throw TestClientError(description: "expected to claim \(id) alone, got \(claims.map(\.id))")
+            }
+            return claims[0]
+        }
+        func expire(_ id: String) throws {
+            _ = try api.pool.withConnection {
+                try $0.execute(
+                    "UPDATE followups SET lease_until = now() - interval '1 second' WHERE id = \(UUID(uuidString: id)!)")
+            }
+        }
+
+        var unchanged = 0
+        for trial in 0..<100 {
+            let id = try Hooks.insertDueWebhooks(api, app: "fence", count: 1) { _ in nil }[0]
+            var claims = [try claimOnly(id)]
+            for takeover in 0..<(1 + trial % 3) {
+                try expire(id)
+                #expect(try outbox.sweepExpiredLeases() == 1)
+                // Between the sweep and the next claim the stale claim's attempt number still matches:
+                // only the status fences it.
+                let swept = try Self.snapshot(api, id)
+                let stale = claims.last!
+                #expect(
+                    try !outbox.finish(
+                        stale, result: results[(trial + takeover) % results.count], startedAt: Date(),
+                        duration: .milliseconds(3)))
+                try outbox.release([stale])
+                #expect(try Self.snapshot(api, id) == swept)
+                claims.append(try claimOnly(id))
+            }
+            #expect(claims.map(\.attempt) == Array(1...claims.count))
+            let current = claims.last!
+            let before = try Self.snapshot(api, id)
+            #expect(before.first == "status=running")
+            var trialHeld = true
+            for (offset, stale) in claims.dropLast().enumerated() {
+                let changed = try outbox.finish(
+                    stale, result: results[(trial + offset) % results.count], startedAt: Date(),
+                    duration: .milliseconds(7))
+                if changed { trialHeld = false }
+                try outbox.release([stale])
+            }
+            let after = try Self.snapshot(api, id)
+            #expect(after == before, "trial \(trial)")
+            if trialHeld && after == before { unchanged += 1 }
+
+            // The current claim still owns the row.
+            #expect(try outbox.finish(current, result: .delivered(httpStatus: 200), startedAt: Date(), duration: .milliseconds(1)))
+            let attempts = try Hooks.attempts(api, id)
+            #expect(attempts.map(\.attempt) == [current.attempt])
+            #expect(try Hooks.followUp(api, id).status == "delivered")
+        }
+        #expect(unchanged == 100)
+    }
+
+    // MARK: - R4
+
+    @Test("R4: 3 instances over one database deliver 1,000 due follow-ups, each exactly once")
+    func competingInstances() async throws {
+        let receiver = try WebhookReceiver(listeners: 4, threads: 8)
+        let api = try TestAPI(configure: Hooks.worker)
+        let secret = Hooks.newSecret()
+        _ = try Hooks.createApp(api, "r4", url: receiver.url("/r4"), secret: secret)
+        let others = (0..<2).map { _ in Hooks.sibling(of: api, configure: Hooks.worker) }
+        for service in others { try service.start() }
+        defer { for service in others { service.stop() } }
+
+        let total = 1000
+        let ids = try Hooks.insertDueWebhooks(api, app: "r4", count: total) { index in
+            index % 5 == 0 ? nil : receiver.url("/r4/\(index)", listener: index % 4)
+        }
+        let done = try await Hooks.poll(timeout: .seconds(180), interval: .milliseconds(200)) {
+            try Hooks.statusCounts(api)["delivered"] == total
+        }
+        let finalStatuses = try Hooks.statusCounts(api)
+        #expect(done, "statuses: \(finalStatuses)")
+
+        let counts = receiver.countsByID
+        #expect(Set(counts.keys) == Set(ids))
+        let repeated = counts.filter { $0.value != 1 }
+        #expect(repeated.isEmpty, "delivered more than once: \(repeated.prefix(5))")
+        #expect(receiver.count == total)
+        #expect(receiver.requests.allSatisfy { WebhookReceiver.signatureIsValid($0, secret: secret) })
+        // One claim each: attempt 1, one attempt row.
+        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE attempt <> 1") == 0)
+        #expect(try api.count("SELECT count(*) AS n FROM delivery_attempts") == total)
+        #expect(try api.count("SELECT count(*) AS n FROM delivery_attempts WHERE attempt = 1 AND result = 'delivered'") == total)
+        // Every instance's view: all delivered were recorded, none lost its lease; the work was shared.
+        let services = [api.service] + others
+        let delivered = services.map { Hooks.metric($0, "actionhook_deliveries_total", ["channel": "webhook", "result": "delivered"]) }
+        let lost = services.map { Hooks.metric($0, "actionhook_deliveries_total", ["result": "lease_lost"]) }
+        #expect(delivered.reduce(0, +) == Double(total), "per instance: \(delivered)")
+        #expect(lost.reduce(0, +) == 0)
+        #expect(delivered.filter { $0 > 0 }.count >= 2, "per instance: \(delivered)")
+    }
+
+    // MARK: - R9
+
+    @Test("R9: a graceful stop with 50 deliveries held returns in time, leaves none running, loses none")
+    func gracefulStop() async throws {
+        let receiver = try WebhookReceiver(listeners: 4, threads: 8)
+        receiver.respond { _ in .held }
+        let api = try TestAPI(configure: Hooks.worker)
+        let grace = api.service.configuration.shutdownGraceSeconds
+        _ = try Hooks.createApp(api, "r9", url: receiver.url("/r9"), secret: Hooks.newSecret())
+        let total = 50
+        let ids = try Hooks.insertDueWebhooks(api, app: "r9", count: total) { index in
+            receiver.url("/r9/\(index)", listener: index % 4)
+        }
+        try #require(await receiver.waitFor(held: total, timeout: .seconds(30)), "held \(receiver.heldCount)")
+        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE status = 'running'") == total)
+
+        // Ten answers arrive just as the stop begins; the other forty stay held.
+        let answered = Set(receiver.heldIDs.prefix(10))
+        receiver.release(10)
+        let clock = ContinuousClock()
+        let started = clock.now
+        await Hooks.offPool { [service = api.service] in service.stop() }
+        let took = clock.now - started
+        #expect(took < .seconds(grace + 5), "stop took \(took)")
+
+        let statuses = try Hooks.statusCounts(api)
+        #expect(statuses["running"] == nil, "\(statuses)")
+        #expect(statuses.values.reduce(0, +) == total)
+        #expect(Set(statuses.keys).isSubset(of: ["delivered", "retrying"]), "\(statuses)")
+        let delivered = try Set(ids.filter { try Hooks.followUp(api, $0).status == "delivered" })
+        #expect(delivered.isSubset(of: answered), "delivered without a 2xx: \(delivered.subtracting(answered))")
+        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE status = 'retrying' AND lease_until IS NOT NULL") == 0)
+        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE status = 'retrying' AND due_at > now()") == 0)
+
+        // A new instance delivers the rest.
+        receiver.respond { _ in .ok }
+        receiver.release(nil)
+        let next = Hooks.sibling(of: api, configure: Hooks.worker)
+        try next.start()
+        defer { next.stop() }
+        let done = try await Hooks.poll(timeout: .seconds(60), interval: .milliseconds(100)) {
+            try Hooks.statusCounts(api) == ["delivered": total]
+        }
+        let finalStatuses = try Hooks.statusCounts(api)
+        #expect(done, "statuses: \(finalStatuses)")
+        let seen = Set(receiver.requests.compactMap(\.webhookID))
+        #expect(seen == Set(ids))
+    }
+
+    // MARK: - R3
+
+    /// The built `actionhook` binary, next to the test bundle.
+    static func binary() throws -> URL {
+        var directories: [URL] = []
+        if let first = CommandLine.arguments.first {
+            directories.append(URL(fileURLWithPath: first).resolvingSymlinksInPath().deletingLastPathComponent())
+        }
+        directories.append(Bundle.main.bundleURL)
+        directories.append(Bundle.main.bundleURL.deletingLastPathComponent())
+        directories.append(Bundle.main.executableURL?.deletingLastPathComponent() ?? Bundle.main.bundleURL)
+        for directory in directories {
+            for candidate in [directory, directory.deletingLastPathComponent()] {
+                let url = candidate.appendingPathComponent("actionhook")
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                    FileManager.default.isExecutableFile(atPath: url.path)
+                {
+                    return url
+                }
+            }
+        }
+        throw TestClientError(
+            description: "the actionhook binary was not found next to the tests (looked in \(directories.map(\.path))); "
+                + "build it with `swift build --build-tests` before running this test")
+    }
+
+    /// A running `actionhook serve` and the pid the receiver may kill.
+    final class Subprocess {
+        let process = Process()
+        let log: URL
+
+        init(binary: URL, environment: [String: String], log: URL) throws {
+            self.log = log
+            process.executableURL = binary
+            process.arguments = ["serve"]
+            process.environment = environment
+            if !FileManager.default.fileExists(atPath: log.path) {
+                FileManager.default.createFile(atPath: log.path, contents: nil)
+            }
+            let handle = try FileHandle(forWritingTo: log)
+            handle.seekToEndOfFile()
+            process.standardOutput = handle
+            process.standardError = handle
+            try process.run()
+        }
+
+        var pid: Int32 { process.processIdentifier }
+    }
+
+    /// Kills the current process at most once per incarnation.
+    final class Killer: Sendable {
+        let pid = Atomic<Int32>(0)
+        let kills = Atomic<Int>(0)
+        let ackedThenKilled = Mutex<String?>(nil)
+
+        /// SIGKILLs the current process; false when none is running (or it was already killed).
+        @discardableResult
+        func kill() -> Bool {
+            let target = pid.exchange(0, ordering: .sequentiallyConsistent)
+            guard target > 0 else { return false }
+            Glibc.kill(target, SIGKILL)
+            kills.add(1, ordering: .sequentiallyConsistent)
+            return true
+        }
+
+        var count: Int { kills.load(ordering: .sequentiallyConsistent) }
+    }
+
+    @Test("R3: the binary is kill -9ed 3 times during 200 deliveries (once right after a 2xx); all delivered")
+    func killNine() async throws {
+        let binary = try Self.binary()
+        let receiver = try WebhookReceiver(listeners: 4, threads: 8)
+        // This service only stores; the binary delivers.
+        let api = try TestAPI { $0.allowPrivateWebhooks = true }
+        let secret = Hooks.newSecret()
+        _ = try Hooks.createApp(api, "r3", url: receiver.url("/r3"), secret: secret)
+
+        let killer = Killer()
+        // Kill 1: on a request's arrival, never answered. Kill 2: right after a 2xx is handed back,
+        // before the worker can mark it delivered. Kill 3: while a request is in flight.
+        receiver.respond { request in
+            if killer.count == 0 && request.index >= 30 && killer.kill() { return .held }
+            if killer.count == 2 && request.index >= 150 { killer.kill() }
+            return ReceiverReply(status: 200, delay: .milliseconds(20))
+        }
+        receiver.afterAnswer { request, reply in
+            guard killer.count == 1, request.index >= 90, reply.status == 200 else { return }
+            if killer.kill() { killer.ackedThenKilled.withLock { $0 = request.webhookID } }
+        }
+
+        let lease = 5
+        let sweep = 5
+        var environment = ProcessInfo.processInfo.environment.filter {
+            !$0.key.hasPrefix("ACTIONHOOK_") && !$0.key.hasPrefix("PG") && $0.key != "DATABASE_URL"
+        }
+        environment["DATABASE_URL"] = api.database.connectionString
+        environment["ACTIONHOOK_HOST"] = "127.0.0.1"
+        environment["ACTIONHOOK_PORT"] = "0"
+        environment["ACTIONHOOK_WORKER_LEASE_SECONDS"] = String(lease)
+        environment["ACTIONHOOK_ALLOW_PRIVATE_WEBHOOKS"] = "1"
+        environment["ACTIONHOOK_WORKER_POLL_MS"] = "100"
+        environment["ACTIONHOOK_WORKER_CONCURRENCY"] = "16"
+        environment["ACTIONHOOK_RETRY_SCHEDULE"] = "1,1,1,1,1,1,1,1,1,1"
+        environment["ACTIONHOOK_SHUTDOWN_GRACE_SECONDS"] = "2"
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("actionhook-r3-\(UUID().uuidString).log")
+        defer { try? FileManager.default.removeItem(at: log) }
+
+        let total = 200
+        let ids = try Hooks.insertDueWebhooks(api, app: "r3", count: total) { index in
+            index % 4 == 0 ? nil : receiver.url("/r3/\(index)", listener: index % 4)
+        }
+
+        var current = try Subprocess(binary: binary, environment: environment, log: log)
+        killer.pid.store(current.pid, ordering: .sequentiallyConsistent)
+        var restarts = 0
+        // Rows a killed process held: (the database time just after the kill), checked until none is left running.
+        var staleChecks: [Date] = []
+        var lastRestart = ContinuousClock.now
+        let deadline = ContinuousClock.now + .seconds(240)
+        var failure: String?
+
+        func databaseNow() throws -> Date {
+            try api.query("SELECT now() AS now")[0].decode("now", as: Date.self)
+        }
+
+        while failure == nil {
+            if !current.process.isRunning {
+                current.process.waitUntilExit()
+                if current.process.terminationReason != .uncaughtSignal || current.process.terminationStatus != SIGKILL {
+                    failure = "actionhook exited on its own (\(current.process.terminationReason), \(current.process.terminationStatus))"
+                    break
+                }
+                staleChecks.append(try databaseNow())
+                current = try Subprocess(binary: binary, environment: environment, log: log)
+                killer.pid.store(current.pid, ordering: .sequentiallyConsistent)
+                restarts += 1
+                lastRestart = ContinuousClock.now
+            }
+            // Nothing a dead process claimed stays running past lease + sweep (+ slack) of the restart.
+            staleChecks = try staleChecks.filter { killedAt in
+                try api.count("SELECT count(*) AS n FROM followups WHERE status = 'running' AND updated_at <= \(killedAt)") > 0
+            }
+            if !staleChecks.isEmpty && ContinuousClock.now - lastRestart > .seconds(lease + sweep + 5) {
+                failure = "follow-ups claimed before a kill were still running \(lease + sweep + 5) s after the restart"
+                break
+            }
+            let delivered = try api.count("SELECT count(*) AS n FROM followups WHERE status = 'delivered'")
+            if delivered == total && killer.count >= 3 && restarts == killer.count && staleChecks.isEmpty { break }
+            if delivered == total && killer.count < 3 {
+                failure = "all delivered after only \(killer.count) kills"
+                break
+            }
+            if ContinuousClock.now > deadline {
+                failure = "timed out: \(try Hooks.statusCounts(api)), kills \(killer.count), restarts \(restarts)"
+                break
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        killer.pid.store(0, ordering: .sequentiallyConsistent)
+
+        // The last instance stops on SIGTERM, in time.
+        if current.process.isRunning {
+            Glibc.kill(current.pid, SIGTERM)
+            let exited = await Hooks.poll(timeout: .seconds(15)) { !current.process.isRunning }
+            #expect(exited, "actionhook did not exit within 15 s of SIGTERM")
+            if !exited { Glibc.kill(current.pid, SIGKILL) }
+            current.process.waitUntilExit()
+            #expect(current.process.terminationReason == .exit && current.process.terminationStatus == 0)
+        }
+        receiver.release(nil)
+
+        if let failure {
+            let tail = ((try? String(contentsOf: log, encoding: .utf8)) ?? "").suffix(3000)
+            Issue.record("\(failure)\n--- actionhook log (tail) ---\n\(tail)")
+        }
+        #expect(killer.count == 3)
+        #expect(restarts == 3)
+        #expect(try Hooks.statusCounts(api) == ["delivered": total])
+        let counts = receiver.countsByID
+        let missing = ids.filter { counts[$0] == nil }
+        #expect(missing.isEmpty, "never arrived: \(missing.prefix(5))")
+        #expect(Set(counts.keys).isSubset(of: Set(ids)))
+        #expect(receiver.requests.allSatisfy { WebhookReceiver.signatureIsValid($0, secret: secret) })
+        // The one acknowledged just before the kill was not recorded, so it came again (at least once).
+        let acked = try #require(killer.ackedThenKilled.withLock { $0 })
+        #expect((counts[acked] ?? 0) >= 2, "the follow-up acknowledged right before a kill arrived \(counts[acked] ?? 0) time(s)")
+        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE status = 'running'") == 0)
+        // Claims of the killed processes were swept and claimed again; their requests arrived again.
+        let reclaimed = try api.count("SELECT count(*) AS n FROM followups WHERE attempt >= 2")
+        #expect(reclaimed > 0)
+        #expect(receiver.count > total)
+        print("R3: \(receiver.count) requests for \(total) follow-ups, \(reclaimed) reclaimed, acked-then-killed arrived \(counts[acked] ?? 0)x")
+    }
+}
