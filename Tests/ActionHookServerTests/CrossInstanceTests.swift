@@ -1,0 +1,50 @@
+import ActionHookServer
+import Foundation
+import Testing
+import TestSupport
+
+@Suite("Two instances over one database")
+struct CrossInstanceTests {
+    /// Polls `condition` until it holds or two seconds pass (NOTIFY arrives asynchronously).
+    func eventually(_ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = ContinuousClock.now + .seconds(2)
+        while ContinuousClock.now < deadline {
+            if try condition() { return true }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        return try condition()
+    }
+
+    @Test("a key revoked and a rule added through one instance take effect on the other at once")
+    func changesReachEveryInstance() throws {
+        let api = try TestAPI()
+        let other = TestService.make(database: api.database, migrate: false)
+        try other.start()
+        defer { other.stop() }
+        let key = try api.createApp("shared-app")
+        func ingestOnOther(_ body: String) throws -> TestResponse {
+            try HTTPTestClient(port: other.port).request(
+                "POST", "/v1/responses", headers: [("Authorization", "Bearer \(key)")], json: body)
+        }
+
+        // The other instance caches the key and the (empty) rule set.
+        let first = try ingestOnOther(#"{"actionIdentifier":"MARK_DONE","userInfo":{"aps":{"category":"TODO_CATEGORY"}}}"#)
+        #expect(first.status == 202)
+        #expect(first.json["outcome"] as? String == "unmatched")
+
+        let rule = try api.admin(
+            "POST", "/v1/apps/shared-app/rules",
+            json: #"{"id":"done","match":{"category":"TODO_CATEGORY","action":"MARK_DONE"},"handler":{"type":"record"}}"#)
+        #expect(rule.status == 201)
+        #expect(
+            try eventually {
+                try ingestOnOther(#"{"actionIdentifier":"MARK_DONE","userInfo":{"aps":{"category":"TODO_CATEGORY"}}}"#)
+                    .json["outcome"] as? String == "recorded"
+            })
+
+        let keys = try api.query("SELECT id FROM api_keys WHERE app_id = 'shared-app'")
+        let keyID = try #require(try keys.first?.decode("id", as: UUID.self))
+        #expect(try api.admin("DELETE", "/v1/apps/shared-app/keys/\(keyID.uuidString.lowercased())").status == 204)
+        #expect(try eventually { try ingestOnOther(#"{"actionIdentifier":"x"}"#).status == 401 })
+    }
+}
