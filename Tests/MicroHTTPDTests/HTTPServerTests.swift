@@ -226,12 +226,16 @@ struct HTTPServerTests {
 
     @Test("a graceful stop lets in-flight requests finish and refuses new connections")
     func gracefulStop() throws {
+        // Both requests must have reached their handlers before the stop: a connection still in
+        // the kernel's backlog when the server quiesces is never accepted.
+        let arrived = DispatchSemaphore(value: 0)
         var router = Router()
         router.add(.get, "/slow") { _ in
+            arrived.signal()
             Thread.sleep(forTimeInterval: 0.3)
             return .text(200, "done")
         }
-        router.add(Route(.get, "/never", handler: .deferred { _, _ in }))
+        router.add(Route(.get, "/never", handler: .deferred { _, _ in arrived.signal() }))
         let server = HTTPServer(
             configuration: HTTPServerConfiguration(host: "127.0.0.1", port: 0, threads: 2), router: router,
             logger: Logger(label: "test"))
@@ -241,7 +245,8 @@ struct HTTPServerTests {
         try slow.sendRequest("GET", "/slow")
         let pending = try HTTPTestClient(port: port)
         try pending.sendRequest("GET", "/never")
-        Thread.sleep(forTimeInterval: 0.05)
+        #expect(arrived.wait(timeout: .now() + 10) == .success)
+        #expect(arrived.wait(timeout: .now() + 10) == .success)
 
         let stopped = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
