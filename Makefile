@@ -5,7 +5,7 @@ SHELL := /bin/bash
 SWIFT_FORMAT_PATHS := Sources Tests Package.swift
 DEV_PG_DIR := .local/pg
 
-.PHONY: help run test build format lint stop-db clean-db
+.PHONY: help run test build format lint stop-db clean-db bench
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  make %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -19,6 +19,9 @@ test: ## The whole suite with a throwaway PostgreSQL, as CI runs it
 build: ## Install what is missing and build (debug)
 	bash scripts/install-deps.sh
 	swift build
+
+bench: ## Benchmark ActionHook against its references (quality.md P1-P5); see bench/RESULTS.md
+	bash bench/run.sh
 
 format: ## Format the Swift sources in place
 	swift format -i -r $(SWIFT_FORMAT_PATHS)

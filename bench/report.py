@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""Turns bench/run.sh's raw measurements into the results JSON, the table and the verdict.
+
+    report.py RAW_DIR [--out FILE] [--latest FILE] [--setting name=value ...] [--partial]
+    report.py --median-rps RAW_DIR CONTENDER      prints one contender's median req/s
+
+RAW_DIR holds, per contender NAME and phase (warmup, 1, 2, ...): NAME-PHASE.json (wrk, from
+bench/lua/ingest.lua), NAME-PHASE.txt and NAME-PHASE.log.* (pgbench), NAME-PHASE.rss (VmRSS samples).
+Exits 1 when a figure falls short of its goal (or is missing, unless --partial), else 0; the verdict
+is the last line printed.
+"""
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+
+GOALS = {
+    "P1": ("ActionHook durable ingest / peer (Hummingbird+PostgresNIO), req/s", ">=", 4.0, "x"),
+    "P2": ("ActionHook durable ingest / pgbench one row per transaction at 32 clients", ">=", 1.5, "x"),
+    "P3": ("ActionHook validation-only (422 before the database) / bare C libmicrohttpd", ">=", 0.8, "x"),
+    "P4-half": ("ActionHook p99 latency at half of peak load", "<=", 5.0, "ms"),
+    "P4-peak": ("ActionHook p99 latency at peak load", "<=", 25.0, "ms"),
+    "P5-peak": ("ActionHook peak RSS under load", "<=", 64.0, "MiB"),
+    "P5-drift": ("ActionHook RSS drift over the measured runs (goal is over 5 min)", "<=", 5.0, "MiB"),
+}
+
+ORDER = [
+    ("bare", "bare C libmicrohttpd, 202 without work"),
+    ("pgbench-response", "pgbench: 1 response/transaction"),
+    ("pgbench-response-followup", "pgbench: response + follow-up/transaction"),
+    ("pgbench-p2", "pgbench: 1 response/transaction (P2 clients)"),
+    ("peer", "peer: Hummingbird 2 + PostgresNIO"),
+    ("actionhook", "ActionHook: durable ingest"),
+    ("actionhook-reject", "ActionHook: 422 before the database"),
+    ("actionhook-half", "ActionHook: paced at half of peak"),
+]
+
+REFERENCE = {
+    "peer": "pgbench-response-followup",
+    "actionhook": "peer",
+    "actionhook-reject": "bare",
+}
+
+
+def phases(raw, name):
+    found = set()
+    for path in glob.glob(os.path.join(raw, f"{name}-*")):
+        match = re.match(re.escape(name) + r"-(\d+)\.(json|txt)$", os.path.basename(path))
+        if match:
+            found.add(int(match.group(1)))
+    return sorted(found)
+
+
+def percentile(sorted_values, fraction):
+    if not sorted_values:
+        return None
+    index = min(len(sorted_values) - 1, max(0, int(round(fraction * len(sorted_values) + 0.5)) - 1))
+    return sorted_values[index]
+
+
+def read_run(raw, name, phase):
+    """One measured run: requests/s with the expected status, latencies (ms) and errors."""
+    wrk = os.path.join(raw, f"{name}-{phase}.json")
+    if os.path.exists(wrk):
+        with open(wrk) as handle:
+            data = json.load(handle)
+        return {
+            "rps": data["good_rps"],
+            "all_rps": data["rps"],
+            "p50_ms": data["p50_ms"],
+            "p99_ms": data["p99_ms"],
+            "max_ms": data["max_ms"],
+            "requests": data["requests"],
+            "errors": data["unexpected_status"] + data["socket_errors"],
+            "statuses": data["statuses"],
+        }
+    text_path = os.path.join(raw, f"{name}-{phase}.txt")
+    with open(text_path) as handle:
+        text = handle.read()
+    tps = re.search(r"^tps = ([0-9.]+)", text, re.M)
+    failed = re.search(r"number of failed transactions: (\d+)", text)
+    processed = re.search(r"number of transactions actually processed: (\d+)", text)
+    latencies = []
+    for log in glob.glob(os.path.join(raw, f"{name}-{phase}.log.*")):
+        with open(log) as handle:
+            for line in handle:
+                fields = line.split()
+                if len(fields) >= 3:
+                    latencies.append(int(fields[2]) / 1000.0)
+    latencies.sort()
+    return {
+        "rps": float(tps.group(1)) if tps else 0.0,
+        "p50_ms": percentile(latencies, 0.50),
+        "p99_ms": percentile(latencies, 0.99),
+        "max_ms": latencies[-1] if latencies else None,
+        "requests": int(processed.group(1)) if processed else None,
+        "errors": int(failed.group(1)) if failed else 0,
+        "latency_samples": len(latencies),
+    }
+
+
+def read_rss(raw, name, measured):
+    """Peak over every phase, and drift from the start of the first measured run to the end of the last."""
+    def samples(phase):
+        path = os.path.join(raw, f"{name}-{phase}.rss")
+        if not os.path.exists(path):
+            return []
+        with open(path) as handle:
+            return [int(line.split()[1]) / 1024.0 for line in handle if len(line.split()) == 2]
+
+    every = samples("warmup") + [value for phase in measured for value in samples(phase)]
+    if not every:
+        return None
+    first = samples(measured[0]) if measured else []
+    last = samples(measured[-1]) if measured else []
+    drift = None
+    if first and last:
+        window = max(1, min(10, len(first) // 4, len(last) // 4))
+        drift = statistics.median(last[-window:]) - statistics.median(first[:window])
+    return {"peak_mib": max(every), "drift_mib": drift, "samples": len(every)}
+
+
+def contender(raw, name):
+    measured = phases(raw, name)
+    if not measured:
+        return None
+    run_list = [read_run(raw, name, phase) for phase in measured]
+
+    def median(key):
+        values = [run[key] for run in run_list if run.get(key) is not None]
+        return statistics.median(values) if values else None
+
+    result = {
+        "runs": run_list,
+        "rps": median("rps"),
+        "p50_ms": median("p50_ms"),
+        "p99_ms": median("p99_ms"),
+        "errors": sum(run["errors"] or 0 for run in run_list),
+        "rss": read_rss(raw, name, measured),
+    }
+    rate_file = os.path.join(raw, f"{name}.rate")
+    if os.path.exists(rate_file):
+        with open(rate_file) as handle:
+            result["target_rps"] = float(handle.read().strip())
+    return result
+
+
+def machine():
+    info = {"kernel": platform.release(), "cores": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as handle:
+            model = re.search(r"^model name\s*:\s*(.+)$", handle.read(), re.M)
+            info["cpu"] = model.group(1) if model else None
+        with open("/proc/meminfo") as handle:
+            total = re.search(r"^MemTotal:\s*(\d+)", handle.read(), re.M)
+            info["memory_gib"] = round(int(total.group(1)) / 1024 / 1024, 1) if total else None
+        info["load_average_at_end"] = os.getloadavg()
+    except OSError:
+        pass
+    for key, command in (("swift", ["swift", "--version"]), ("wrk", ["wrk", "--version"])):
+        try:
+            out = subprocess.run(command, capture_output=True, text=True, timeout=20)
+            info[key] = (out.stdout + out.stderr).strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError, IndexError):
+            info[key] = None
+    return info
+
+
+def figure(key, value):
+    _, op, goal, _ = GOALS[key]
+    if value is None:
+        return {"value": None, "goal": goal, "op": op, "pass": None}
+    passed = value >= goal if op == ">=" else value <= goal
+    return {"value": round(value, 4), "goal": goal, "op": op, "pass": passed}
+
+
+def fmt(value, digits=1, suffix=""):
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}{suffix}"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("raw")
+    parser.add_argument("name", nargs="?")
+    parser.add_argument("--median-rps", action="store_true")
+    parser.add_argument("--out")
+    parser.add_argument("--latest")
+    parser.add_argument("--setting", action="append", default=[])
+    parser.add_argument("--partial", action="store_true")
+    args = parser.parse_args()
+
+    if args.median_rps:
+        result = contender(args.raw, args.name)
+        print(f"{result['rps']:.1f}" if result else "0")
+        return 0
+
+    results = {name: contender(args.raw, name) for name, _ in ORDER}
+    results = {name: value for name, value in results.items() if value is not None}
+
+    def get(name, key):
+        return results.get(name, {}).get(key)
+
+    def ratio(a, b):
+        x, y = get(a, "rps"), get(b, "rps")
+        return x / y if x is not None and y else None
+
+    rss = results.get("actionhook", {}).get("rss") or {}
+    rss_all = [results[name]["rss"] for name in ("actionhook", "actionhook-reject", "actionhook-half")
+               if name in results and results[name]["rss"]]
+    figures = {
+        "P1": figure("P1", ratio("actionhook", "peer")),
+        "P2": figure("P2", ratio("actionhook", "pgbench-p2")),
+        "P3": figure("P3", ratio("actionhook-reject", "bare")),
+        "P4-half": figure("P4-half", get("actionhook-half", "p99_ms")),
+        "P4-peak": figure("P4-peak", get("actionhook", "p99_ms")),
+        "P5-peak": figure("P5-peak", max((r["peak_mib"] for r in rss_all), default=None)),
+        "P5-drift": figure("P5-drift", rss.get("drift_mib")),
+    }
+
+    settings = dict(item.split("=", 1) for item in args.setting)
+    load = {}
+    load_path = os.path.join(args.raw, "loadavg.txt")
+    if os.path.exists(load_path):
+        with open(load_path) as handle:
+            for line in handle:
+                fields = line.split()
+                if len(fields) == 4:
+                    load[fields[0]] = [float(value) for value in fields[1:]]
+    document = {
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "settings": settings,
+        "machine": machine(),
+        "contenders": results,
+        "load_average_at_start": load,
+        "figures": figures,
+    }
+
+    # The table.
+    lines = []
+    header = f"{'contender':<48} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS':>9} {'errors':>7}  vs reference"
+    lines.append(header)
+    lines.append("-" * len(header))
+    for name, label in ORDER:
+        if name not in results:
+            continue
+        result = results[name]
+        peak = result["rss"]["peak_mib"] if result["rss"] else None
+        note = ""
+        if name in REFERENCE and ratio(name, REFERENCE[name]) is not None:
+            note = f"{ratio(name, REFERENCE[name]):.2f}x {REFERENCE[name]}"
+        if name == "actionhook" and ratio("actionhook", "pgbench-p2") is not None:
+            note += f", {ratio('actionhook', 'pgbench-p2'):.2f}x pgbench-p2"
+        if "target_rps" in result:
+            note = f"target {result['target_rps']:,.0f} req/s"
+        lines.append(
+            f"{label:<48} {fmt(result['rps'], 0):>10} {fmt(result['p50_ms'], 2):>8} {fmt(result['p99_ms'], 2):>8} "
+            f"{fmt(peak, 1, ' MiB'):>9} {result['errors']:>7}  {note}")
+    busiest = max(load.items(), key=lambda item: item[1][0], default=None)
+    if busiest and busiest[1][0] > 1.5 * (os.cpu_count() or 1):
+        lines.append(f"note: the machine was busy (1-min load {busiest[1][0]:.1f} when {busiest[0]} started): "
+                     "other processes shared the CPU and disk, so absolute figures are low and noisy")
+    lines.append("")
+    failing = []
+    for key, (text, op, goal, unit) in GOALS.items():
+        entry = figures[key]
+        if entry["pass"] is None:
+            verdict = "n/a" if args.partial else "MISSING"
+            if not args.partial:
+                failing.append(key)
+        else:
+            verdict = "PASS" if entry["pass"] else "FAIL"
+            if not entry["pass"]:
+                failing.append(key)
+        value = "-" if entry["value"] is None else f"{entry['value']:.2f}{unit}"
+        target = f"{op} {goal:g}{unit}"
+        lines.append(f"{key:<9} {value:>10}  goal {target:<9} {verdict:<7} {text}")
+    print("\n".join(lines))
+
+    document["verdict"] = "FAIL" if failing else "PASS"
+    document["failing"] = failing
+    for path in (args.out, args.latest):
+        if path:
+            with open(path, "w") as handle:
+                json.dump(document, handle, indent=2)
+                handle.write("\n")
+
+    summary = " ".join(
+        f"{key}={fmt(figures[key]['value'], 2)}" for key in ("P1", "P2", "P3", "P4-half", "P4-peak", "P5-peak", "P5-drift"))
+    if failing:
+        print(f"bench: FAIL ({', '.join(failing)}) {summary}")
+        return 1
+    print(f"bench: PASS {summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
