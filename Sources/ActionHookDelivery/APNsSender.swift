@@ -79,10 +79,11 @@ public final class APNsSender: Sendable {
             return .permanent(httpStatus: nil, errorClass: "tls_configuration")
         }
         var refreshed = false
+        var rejected: String?
         while true {
             let token: APNsProviderToken
             do {
-                token = try providerToken(appID: appID, credentials: credentials, forceRefresh: refreshed)
+                token = try providerToken(appID: appID, credentials: credentials, replacing: rejected)
             } catch {
                 return .permanent(httpStatus: nil, errorClass: "invalid_private_key")
             }
@@ -104,6 +105,7 @@ public final class APNsSender: Sendable {
                     return .deadDevice(httpStatus: status, reason: reason)
                 case 403 where reason == "ExpiredProviderToken" && !refreshed:
                     refreshed = true
+                    rejected = token.jwt
                     continue
                 case 429, 500..<600:
                     return .retryable(httpStatus: status, errorClass: reason)
@@ -129,18 +131,25 @@ public final class APNsSender: Sendable {
         }
     }
 
-    /// The app's provider token: reused until stale, or replaced when forced (after APNs said
-    /// ExpiredProviderToken) or when the credentials changed.
-    func providerToken(appID: String, credentials: APNsCredentials, forceRefresh: Bool) throws -> APNsProviderToken {
+    /// The app's provider token: reused until stale, or replaced when the credentials changed or when
+    /// APNs refused it as expired (`rejected` is that token's JWT; if another push already replaced it,
+    /// the replacement is used). Checked and replaced under one lock, so pushes sent at once sign one
+    /// token between them: APNs answers TooManyProviderTokenUpdates to a second within 20 minutes.
+    func providerToken(appID: String, credentials: APNsCredentials, replacing rejected: String? = nil) throws
+        -> APNsProviderToken
+    {
         let now = clock()
-        if !forceRefresh, let cached = tokens.withLock({ $0[appID] }), cached.credentials == credentials,
-            !cached.token.isStale(at: now)
-        {
-            return cached.token
+        let (token, issued) = try tokens.withLock { tokens throws -> (APNsProviderToken, Bool) in
+            if let cached = tokens[appID], cached.credentials == credentials, !cached.token.isStale(at: now),
+                cached.token.jwt != rejected
+            {
+                return (cached.token, false)
+            }
+            let token = try APNsProviderToken.make(credentials: credentials, issuedAt: now)
+            tokens[appID] = (credentials, token)
+            return (token, true)
         }
-        let token = try APNsProviderToken.make(credentials: credentials, issuedAt: now)
-        tokens.withLock { $0[appID] = (credentials, token) }
-        tokensIssued.withLock { $0 += 1 }
+        if issued { tokensIssued.withLock { $0 += 1 } }
         return token
     }
 
