@@ -134,19 +134,38 @@ extension JSONValue {
     /// The JSON pointer of the first string or member name holding U+0000 (which PostgreSQL
     /// cannot store), or `nil`.
     public var pointerToNUL: String? {
+        // Bodies almost never hold a NUL: look first, build the pointer only when there is one.
+        guard containsNUL else { return nil }
+        return pointerToFirstNUL
+    }
+
+    var containsNUL: Bool {
+        switch self {
+        case .string(let text):
+            return text.utf8.contains(0)
+        case .array(let elements):
+            return elements.contains { $0.containsNUL }
+        case .object(let object):
+            return object.members.contains { $0.key.utf8.contains(0) || $0.value.containsNUL }
+        default:
+            return false
+        }
+    }
+
+    private var pointerToFirstNUL: String? {
         switch self {
         case .string(let text):
             return text.unicodeScalars.contains("\u{0}") ? "" : nil
         case .array(let elements):
             for (index, element) in elements.enumerated() {
-                if let inner = element.pointerToNUL { return "/\(index)" + inner }
+                if let inner = element.pointerToFirstNUL { return "/\(index)" + inner }
             }
             return nil
         case .object(let object):
             for member in object.members {
                 let token = "/" + member.key.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
                 if member.key.unicodeScalars.contains("\u{0}") { return token }
-                if let inner = member.value.pointerToNUL { return token + inner }
+                if let inner = member.value.pointerToFirstNUL { return token + inner }
             }
             return nil
         default:

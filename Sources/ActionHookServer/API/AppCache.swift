@@ -18,7 +18,7 @@ final class AppCache: Sendable {
         var loadedAt: ContinuousClock.Instant
     }
 
-    private let principals = Mutex([String: Entry<IngestPrincipal>]())
+    private let principals = Mutex([[UInt8]: Entry<IngestPrincipal>]())
     private let rules = Mutex([String: Entry<Rules>]())
     private let maxAge: Duration
 
@@ -29,11 +29,10 @@ final class AppCache: Sendable {
     /// The principal for a key digest, loading it with `load` on a miss. Unknown keys are not
     /// cached, so a newly created key works at once.
     func principal(digest: [UInt8], load: () throws -> IngestPrincipal?) rethrows -> IngestPrincipal? {
-        let key = digest.map { String(format: "%02x", $0) }.joined()
         let now = ContinuousClock.now
-        if let entry = principals.withLock({ $0[key] }), now - entry.loadedAt < maxAge { return entry.value }
+        if let entry = principals.withLock({ $0[digest] }), now - entry.loadedAt < maxAge { return entry.value }
         guard let principal = try load() else { return nil }
-        principals.withLock { $0[key] = Entry(value: principal, loadedAt: now) }
+        principals.withLock { $0[digest] = Entry(value: principal, loadedAt: now) }
         return principal
     }
 
