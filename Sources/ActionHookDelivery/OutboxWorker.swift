@@ -317,7 +317,12 @@ public final class OutboxWorker: @unchecked Sendable {
                 label = "skipped"
             } else {
                 if let token = claim.payload.value(atPath: "deviceToken")?.stringValue, !token.isEmpty {
-                    try? outbox.markDeviceDead(appID: claim.appID, token: token, reason: reason)
+                    do {
+                        try outbox.markDeviceDead(appID: claim.appID, token: token, reason: reason)
+                    } catch {
+                        // The follow-up still ends dead; later pushes to the token are tried and fail again.
+                        logger.warning("could not mark a device dead", metadata: ["error": "\(error)"])
+                    }
                 }
                 result = .failed(httpStatus: status, errorClass: reason, retryAfterMilliseconds: nil)
                 label = "dead"
@@ -325,7 +330,12 @@ public final class OutboxWorker: @unchecked Sendable {
         case .endpointGone:
             // Only the app's own endpoint is disabled; a 410 from a rule's own URL ends that follow-up alone.
             if claim.payload.value(atPath: "url")?.stringValue == nil {
-                try? outbox.disableWebhook(appID: claim.appID)
+                do {
+                    try outbox.disableWebhook(appID: claim.appID)
+                } catch {
+                    // Later deliveries reach the endpoint, get 410 again and try to disable it again.
+                    logger.warning("could not disable a gone webhook endpoint", metadata: ["error": "\(error)"])
+                }
                 invalidateSettings(claim.appID)
             }
             result = .failed(httpStatus: 410, errorClass: "endpoint_gone", retryAfterMilliseconds: nil)
