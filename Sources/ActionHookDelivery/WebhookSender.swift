@@ -66,11 +66,6 @@ public final class WebhookSender: Sendable {
         }
     }
 
-    /// Closes the connection pool.
-    public func shutdown() async {
-        try? await client.shutdown()
-    }
-
     /// Closes the connection pool, blocking the calling thread (never call it on an event loop or from
     /// async code). It needs no thread of the Swift concurrency pool, so a synchronous `stop()` called from
     /// that pool cannot deadlock waiting for it.

@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 
 /// Group commit for ingest: concurrent responses share one transaction.
 ///
@@ -15,7 +14,6 @@ public final class IngestBatcher: @unchecked Sendable {
     let writer: IngestWriter
     let writers: Int
     let maxBatch: Int
-    let logger: Logger
     private let condition = NSCondition()
     private var queue: [(IngestItem, Completion)] = []
     private var stopping = false
@@ -23,12 +21,11 @@ public final class IngestBatcher: @unchecked Sendable {
     private let stopped = DispatchSemaphore(value: 0)
 
     /// Creates a batcher with `writers` threads and batches of at most `maxBatch` responses.
-    public init(writer: IngestWriter, writers: Int, maxBatch: Int, logger: Logger) {
+    public init(writer: IngestWriter, writers: Int, maxBatch: Int) {
         precondition(writers >= 1 && maxBatch >= 1, "a batcher needs a writer and room for one response")
         self.writer = writer
         self.writers = writers
         self.maxBatch = maxBatch
-        self.logger = logger
     }
 
     /// Starts the writer threads.

@@ -14,8 +14,6 @@ public struct ClaimedFollowUp: Sendable {
     public var channel: FollowUpChannel
     /// The rendered delivery.
     public var payload: JSONValue
-    /// When the claim was made (database clock).
-    public var claimedAt: Date
     /// How late the claim is: claim time minus due time, in seconds.
     public var lateness: Double
 }
@@ -58,7 +56,7 @@ public struct OutboxStore: Sendable {
                     lease_until = now() + make_interval(secs => \(leaseSeconds)), updated_at = now()
                 FROM due
                 WHERE f.app_id = due.app_id AND f.id = due.id
-                RETURNING f.app_id, f.id, f.attempt, f.channel, f.payload, now() AS claimed_at,
+                RETURNING f.app_id, f.id, f.attempt, f.channel, f.payload,
                     extract(epoch FROM now() - f.due_at)::float8 AS lateness
                 """)
         }
@@ -67,7 +65,7 @@ public struct OutboxStore: Sendable {
                 appID: try row.decode("app_id"), id: try row.decode("id"), attempt: try row.decode("attempt"),
                 channel: FollowUpChannel(rawValue: try row.decode("channel")) ?? .webhook,
                 payload: try JSONParser.parse(try row.decode("payload", as: PostgresJSON.self).text),
-                claimedAt: try row.decode("claimed_at"), lateness: try row.decode("lateness"))
+                lateness: try row.decode("lateness"))
         }
     }
 
@@ -75,8 +73,7 @@ public struct OutboxStore: Sendable {
     /// lost (lease expired and taken over, or cancelled), in which case nothing changed.
     @discardableResult
     public func finish(
-        _ claim: ClaimedFollowUp, result: AttemptResult, startedAt: Date, duration: Duration,
-        maxAttemptsReached: Bool = false
+        _ claim: ClaimedFollowUp, result: AttemptResult, startedAt: Date, duration: Duration
     ) throws -> Bool {
         let milliseconds = Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
         let status: String

@@ -74,11 +74,4 @@ public struct HTTPRequest: Sendable {
         }
         return value
     }
-
-    /// The same request with path parameters filled in by the router.
-    func with(pathParameters: [String: String]) -> HTTPRequest {
-        HTTPRequest(
-            method: method, path: path, query: query, headers: headers, body: body, peerAddress: peerAddress,
-            requestID: requestID, pathParameters: pathParameters)
-    }
 }

@@ -158,12 +158,12 @@ extension JSONValue {
             return text.unicodeScalars.contains("\u{0}") ? "" : nil
         case .array(let elements):
             for (index, element) in elements.enumerated() {
-                if let inner = element.pointerToFirstNUL { return "/\(index)" + inner }
+                if let inner = element.pointerToFirstNUL { return JSONPointer.appending(index, to: "") + inner }
             }
             return nil
         case .object(let object):
             for member in object.members {
-                let token = "/" + member.key.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
+                let token = JSONPointer.appending(member.key, to: "")
                 if member.key.unicodeScalars.contains("\u{0}") { return token }
                 if let inner = member.value.pointerToFirstNUL { return token + inner }
             }
