@@ -28,11 +28,15 @@ let package = Package(
             providers: [.apt(["libpq-dev"])]
         ),
 
+        // A pthread mutex around a value, for locks taken on every request.
+        .target(name: "Locks"),
+
         // Safe Swift wrappers over the C libraries.
         .target(
             name: "MicroHTTPD",
             dependencies: [
                 "CMicroHTTPD",
+                "Locks",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -86,6 +90,7 @@ let package = Package(
         .target(
             name: "ActionHookServer",
             dependencies: [
+                "Locks",
                 "MicroHTTPD",
                 "Postgres",
                 "ActionHookCore",

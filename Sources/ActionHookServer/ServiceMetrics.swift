@@ -3,7 +3,7 @@ import ActionHookDelivery
 import CoreMetrics
 import MicroHTTPD
 import Prometheus
-import Synchronization
+import Locks
 
 /// The service's metrics, on a registry of its own so that several services (tests) can run in
 /// one process, exported in Prometheus text format.
@@ -11,8 +11,8 @@ public final class ServiceMetrics: HTTPServerObserver, Sendable {
     /// The registry the `/metrics` route renders.
     public let registry: PrometheusCollectorRegistry
     let factory: PrometheusMetricsFactory
-    private let requestCounters = Mutex([String: CoreMetrics.Counter]())
-    private let requestTimers = Mutex([String: CoreMetrics.Timer]())
+    private let requestCounters = Locked([String: CoreMetrics.Counter]())
+    private let requestTimers = Locked([String: CoreMetrics.Timer]())
 
     /// Creates the metrics with a fresh registry.
     public init() {

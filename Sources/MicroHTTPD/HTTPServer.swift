@@ -1,5 +1,6 @@
 internal import CMicroHTTPD
 import Foundation
+import Locks
 import Logging
 import Synchronization
 
@@ -10,7 +11,7 @@ import Synchronization
 /// for other work uses ``HTTPHandler/deferred(_:)`` so the thread is free meanwhile.
 public final class HTTPServer: @unchecked Sendable {
     // @unchecked: `daemon` is written only by `start` and `stop`, which callers must not run
-    // concurrently with each other; everything the request threads touch is behind a Mutex.
+    // concurrently with each other; everything the request threads touch is atomic or locked.
     /// The configuration the server was created with.
     public let configuration: HTTPServerConfiguration
     let router: Router
@@ -19,8 +20,10 @@ public final class HTTPServer: @unchecked Sendable {
 
     private var daemon: OpaquePointer?
     private var boundPort = 0
-    let inFlight = Mutex(0)
-    let suspended = Mutex([ObjectIdentifier: SuspendedRequest]())
+    let inFlight = Atomic<Int>(0)
+    /// The requests whose connection is suspended until their deferred handler answers; `stop`
+    /// answers those still waiting.
+    let suspended = Locked([ObjectIdentifier: SuspendedRequest]())
 
     /// The largest body read and discarded after a chunked body went over its limit; past it the
     /// connection is closed without an answer.
@@ -133,20 +136,21 @@ public final class HTTPServer: @unchecked Sendable {
 
         let clock = ContinuousClock()
         let deadline = clock.now + gracePeriod
-        while inFlight.withLock({ $0 }) > 0 && clock.now < deadline {
+        while inFlight.load(ordering: .acquiring) > 0 && clock.now < deadline {
             Thread.sleep(forTimeInterval: 0.005)
         }
-        let abandoned = suspended.withLock { Array($0.values) }
-        for request in abandoned {
-            request.complete(
-                .problem(.unavailable("The server is shutting down; retry the request.")), server: self)
-        }
-        // Resuming is asynchronous: wait until the answered requests have been sent (or their
-        // clients gone), so that no connection is still suspended when the daemon stops.
+        // Answer whatever still waits (again on every pass: a kept-alive connection may start a
+        // request meanwhile), then wait until the answers have been sent or their clients are gone:
+        // resuming is asynchronous, and no connection may still be suspended when the daemon stops.
         let sendDeadline = clock.now + .seconds(5)
-        while inFlight.withLock({ $0 }) > 0 && clock.now < sendDeadline {
+        repeat {
+            for request in suspended.withLock({ Array($0.values) }) {
+                request.complete(
+                    .problem(.unavailable("The server is shutting down; retry the request.")), server: self)
+            }
+            if inFlight.load(ordering: .acquiring) == 0 { break }
             Thread.sleep(forTimeInterval: 0.005)
-        }
+        } while clock.now < sendDeadline
         MHD_stop_daemon(daemon)
         // The listen socket is ours after quiescing, but threads may use it until the daemon stops.
         if listenSocket >= 0 { close(listenSocket) }
@@ -161,35 +165,59 @@ struct SuspendedRequest: @unchecked Sendable {
     let context: RequestContext
     let connection: OpaquePointer
 
-    /// Stores the response and resumes the connection; the server thread then sends it. Only
-    /// the first call has an effect.
+    /// Stores the response; if the connection is already suspended, resumes it so the server
+    /// thread sends the response, otherwise the thread running the handler sends it without
+    /// suspending. Only the first call has an effect.
     func complete(_ response: HTTPResponse, server: HTTPServer) {
-        guard context.deferredResponse.withLock({ slot in
-            guard slot == nil else { return false }
-            slot = response
-            return true
-        }) else { return }
+        let wasSuspended = context.reply.withLock { reply -> Bool in
+            guard reply.response == nil else { return false }
+            reply.response = response
+            return reply.suspended
+        }
+        guard wasSuspended else { return }
         _ = server.suspended.withLock { $0.removeValue(forKey: ObjectIdentifier(context)) }
         MHD_resume_connection(connection)
+    }
+
+    /// Called by the server thread once the handler has returned: suspends the connection unless
+    /// the handler has already answered, and returns that answer.
+    func suspendUnlessAnswered(server: HTTPServer) -> HTTPResponse? {
+        // Suspending with the reply locked: a `complete` on another thread either came first (and
+        // the answer is returned here) or sees `suspended` and resumes after the suspension.
+        context.reply.withLock { reply -> HTTPResponse? in
+            if let response = reply.response { return response }
+            reply.suspended = true
+            server.suspended.withLock { $0[ObjectIdentifier(context)] = self }
+            MHD_suspend_connection(connection)
+            return nil
+        }
     }
 }
 
 /// The state of one request across libmicrohttpd's calls, kept in `con_cls`.
-final class RequestContext: Sendable {
+final class RequestContext: @unchecked Sendable {
+    // @unchecked: `upload` is only touched from the access handler, which libmicrohttpd calls for
+    // one connection at a time; `reply` is shared with the thread answering a deferred request.
     let started = ContinuousClock.now
     let method: HTTPMethod
     let path: String
     let match: Router.Match
     let bodyLimit: Int
     let requestID: String
-    let deferredResponse = Mutex<HTTPResponse?>(nil)
-    let upload = Mutex(Upload())
+    var upload = Upload()
+    let reply = Locked(Reply())
 
     struct Upload {
         var body: [UInt8] = []
         var overflowed = false
         var discarded = 0
         var dispatched = false
+    }
+
+    /// A deferred handler's answer, and whether the connection waits for it suspended.
+    struct Reply {
+        var response: HTTPResponse?
+        var suspended = false
     }
 
     init(method: HTTPMethod, path: String, match: Router.Match, bodyLimit: Int, requestID: String) {
@@ -227,7 +255,7 @@ extension HTTPServer {
             let context = RequestContext(
                 method: method, path: path, match: match, bodyLimit: limit, requestID: requestID)
             state.pointee = Unmanaged.passRetained(context).toOpaque()
-            inFlight.withLock { $0 += 1 }
+            inFlight.add(1, ordering: .relaxed)
 
             if let declared = header(connection, "Content-Length").flatMap({ Int($0) }), declared > limit {
                 // Answered before reading the body; libmicrohttpd then closes the connection.
@@ -240,33 +268,29 @@ extension HTTPServer {
         if uploadSize.pointee > 0 {
             let size = uploadSize.pointee
             uploadSize.pointee = 0
-            let keep = context.upload.withLock { upload -> Bool in
-                if !upload.overflowed && upload.body.count + size <= context.bodyLimit {
-                    uploadData!.withMemoryRebound(to: UInt8.self, capacity: size) {
-                        upload.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size))
-                    }
-                    return true
+            if !context.upload.overflowed && context.upload.body.count + size <= context.bodyLimit {
+                if context.upload.body.isEmpty { context.upload.body.reserveCapacity(size) }
+                uploadData!.withMemoryRebound(to: UInt8.self, capacity: size) {
+                    context.upload.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size))
                 }
-                // A chunked body went over the limit: stop storing it, read on to answer 413.
-                upload.overflowed = true
-                upload.body = []
-                upload.discarded += size
-                return upload.discarded <= Self.discardCap
+                return .YES
             }
-            return keep ? .YES : .NO
+            // A chunked body went over the limit: stop storing it, read on to answer 413.
+            context.upload.overflowed = true
+            context.upload.body = []
+            context.upload.discarded += size
+            return context.upload.discarded <= Self.discardCap ? .YES : .NO
         }
 
-        if let response = context.deferredResponse.withLock({ $0 }) {
-            // Resumed after a deferred handler answered.
+        if context.upload.dispatched {
+            // Resumed after a deferred handler answered (or, spuriously, before: keep waiting).
+            guard let response = context.reply.withLock({ $0.response }) else { return .YES }
             return queue(response, context: context, connection: connection)
         }
-        let (body, overflowed, alreadyDispatched) = context.upload.withLock { upload in
-            defer { upload.dispatched = true; upload.body = [] }
-            return (upload.body, upload.overflowed, upload.dispatched)
-        }
-        // A resumed connection without a response yet: nothing to do until it has one.
-        if alreadyDispatched { return .YES }
-        if overflowed {
+        let body = context.upload.body
+        context.upload.body = []
+        context.upload.dispatched = true
+        if context.upload.overflowed {
             return queue(.problem(.payloadTooLarge(limit: context.bodyLimit)), context: context, connection: connection)
         }
 
@@ -283,9 +307,11 @@ extension HTTPServer {
                 return queue(handler(request), context: context, connection: connection)
             case .deferred(let handler):
                 let pending = SuspendedRequest(context: context, connection: connection)
-                suspended.withLock { $0[ObjectIdentifier(context)] = pending }
-                MHD_suspend_connection(connection)
                 handler(request) { [self] response in pending.complete(response, server: self) }
+                // Answered while the handler ran (a rejected request): send it without suspending.
+                if let response = pending.suspendUnlessAnswered(server: self) {
+                    return queue(response, context: context, connection: connection)
+                }
                 return .YES
             }
         }
@@ -361,8 +387,28 @@ extension HTTPServer {
         return value
     }
 
+    /// A random (version 4) UUID in lower case, formatted without Foundation.
     static func generateRequestID() -> String {
-        UUID().uuidString.lowercased()
+        var random = SystemRandomNumberGenerator()
+        var bytes = (random.next() as UInt64, random.next() as UInt64)
+        return withUnsafeMutableBytes(of: &bytes) { raw in
+            raw[6] = (raw[6] & 0x0F) | 0x40
+            raw[8] = (raw[8] & 0x3F) | 0x80
+            let digits: StaticString = "0123456789abcdef"
+            return String(unsafeUninitializedCapacity: 36) { output in
+                var position = 0
+                for index in 0..<16 {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        output[position] = UInt8(ascii: "-")
+                        position += 1
+                    }
+                    output[position] = digits.utf8Start[Int(raw[index] >> 4)]
+                    output[position + 1] = digits.utf8Start[Int(raw[index] & 0x0F)]
+                    position += 2
+                }
+                return position
+            }
+        }
     }
 
     func completed(state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
@@ -370,8 +416,10 @@ extension HTTPServer {
         state.pointee = nil
         let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
         // A connection closed while suspended never got its response: forget it.
-        _ = suspended.withLock { $0.removeValue(forKey: ObjectIdentifier(context)) }
-        inFlight.withLock { $0 -= 1 }
+        if context.reply.withLock({ $0.suspended }) {
+            _ = suspended.withLock { $0.removeValue(forKey: ObjectIdentifier(context)) }
+        }
+        inFlight.subtract(1, ordering: .releasing)
     }
 }
 

@@ -39,39 +39,73 @@ public struct ProblemDetails: Sendable, Equatable {
 
     /// The problem as compact JSON bytes.
     public var jsonBytes: [UInt8] {
-        var out = "{\"type\":" + Self.quoted(type) + ",\"title\":" + Self.quoted(title) + ",\"status\":\(status)"
-        if let detail { out += ",\"detail\":" + Self.quoted(detail) }
-        if !errors.isEmpty {
-            out += ",\"errors\":["
-            out += errors.map { "{\"pointer\":" + Self.quoted($0.pointer) + ",\"detail\":" + Self.quoted($0.detail) + "}" }
-                .joined(separator: ",")
-            out += "]"
+        var out: [UInt8] = []
+        out.reserveCapacity(160 + (detail?.utf8.count ?? 0) + errors.count * 80)
+        out.append(contentsOf: #"{"type":"#.utf8)
+        Self.appendQuoted(type, to: &out)
+        out.append(contentsOf: #","title":"#.utf8)
+        Self.appendQuoted(title, to: &out)
+        out.append(contentsOf: #","status":"#.utf8)
+        out.append(contentsOf: String(status).utf8)
+        if let detail {
+            out.append(contentsOf: #","detail":"#.utf8)
+            Self.appendQuoted(detail, to: &out)
         }
-        out += "}"
-        return Array(out.utf8)
+        if !errors.isEmpty {
+            out.append(contentsOf: #","errors":["#.utf8)
+            for (index, error) in errors.enumerated() {
+                out.append(contentsOf: (index == 0 ? #"{"pointer":"# : #",{"pointer":"#).utf8)
+                Self.appendQuoted(error.pointer, to: &out)
+                out.append(contentsOf: #","detail":"#.utf8)
+                Self.appendQuoted(error.detail, to: &out)
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
+    /// The title in lower case with every character other than a letter or digit as `-`.
     static func slug(_ title: String) -> String {
-        String(title.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
+        guard title.utf8.allSatisfy({ $0 < 0x80 }) else {
+            return String(title.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
+        }
+        return String(decoding: title.utf8.map { byte -> UInt8 in
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte + 32
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): byte
+            default: UInt8(ascii: "-")
+            }
+        }, as: UTF8.self)
     }
 
     /// A JSON string literal for `text`.
     static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+        var out: [UInt8] = []
+        appendQuoted(text, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends `text` as a JSON string literal (`"` and `\` escaped, control characters as escapes).
+    static func appendQuoted(_ text: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
+            case UInt8(ascii: "\n"): out.append(contentsOf: #"\n"#.utf8)
+            case UInt8(ascii: "\r"): out.append(contentsOf: #"\r"#.utf8)
+            case UInt8(ascii: "\t"): out.append(contentsOf: #"\t"#.utf8)
+            case 0..<0x20:
+                let digits: [UInt8] = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: #"\u00"#.utf8)
+                out.append(digits[Int(byte >> 4)])
+                out.append(digits[Int(byte & 0x0F)])
+            default: out.append(byte)
             }
         }
-        return out + "\""
+        out.append(UInt8(ascii: "\""))
     }
 }
 

@@ -2,8 +2,9 @@
 public enum HTTPHandler: Sendable {
     /// Answers on the server thread that received the request.
     case immediate(@Sendable (HTTPRequest) -> HTTPResponse)
-    /// Suspends the connection; the handler calls `respond` exactly once, from any thread. The server
-    /// thread is free meanwhile.
+    /// Answers later: the handler calls `respond` exactly once, from any thread. If it has not
+    /// answered by the time it returns, the connection is suspended until it does and the server
+    /// thread is free meanwhile; an answer given before returning is sent at once.
     case deferred(@Sendable (HTTPRequest, _ respond: @escaping @Sendable (HTTPResponse) -> Void) -> Void)
 }
 

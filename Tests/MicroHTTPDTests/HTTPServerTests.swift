@@ -151,8 +151,14 @@ struct HTTPServerTests {
             let id = try #require(generated.headers["x-request-id"])
             #expect(id != "bad id")
             #expect(UUID(uuidString: id) != nil)
-            let another = try client.request("GET", "/id").headers["x-request-id"]
-            #expect(another != nil && another != id)
+            // Generated ids are lower-case version 4 UUIDs, all different.
+            var seen = Set<String>()
+            for _ in 0..<200 {
+                let generated = try #require(try client.request("GET", "/id").headers["x-request-id"])
+                #expect(generated.wholeMatch(of: /[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}/) != nil)
+                seen.insert(generated)
+            }
+            #expect(seen.count == 200 && !seen.contains(id))
             // Error responses carry it too.
             let missing = try client.request("GET", "/missing", headers: [("X-Request-Id", "trace.7")])
             #expect(missing.status == 404)
@@ -221,6 +227,32 @@ struct HTTPServerTests {
             let client = try HTTPTestClient(port: server.port)
             #expect(try client.request("GET", "/now").text == "now")
             #expect(try client.request("GET", "/now").text == "now")
+        }
+    }
+
+    @Test("a deferred answer given while the handler still runs is sent, suspended or not")
+    func deferredAnswerDuringHandler() throws {
+        // The answer comes from another thread while the handler has not returned yet: either
+        // before the server thread decides to suspend (then it sends the answer at once) or after
+        // (then the connection is resumed). Each request lands on one side of that race or the other.
+        try withServer(routes: { router in
+            router.add(Route(.get, "/race/{n}", handler: .deferred { request, respond in
+                let n = request.parameter("n")
+                let answered = DispatchSemaphore(value: 0)
+                Thread.detachNewThread {
+                    respond(.text(200, "race \(n)"))
+                    answered.signal()
+                }
+                if Int(n)! % 2 == 0 { answered.wait() }
+            }))
+        }) { server in
+            let clients = try (0..<8).map { _ in try HTTPTestClient(port: server.port) }
+            for round in 0..<25 {
+                for (index, client) in clients.enumerated() { try client.sendRequest("GET", "/race/\(round * 8 + index)") }
+                for (index, client) in clients.enumerated() {
+                    #expect(try client.readResponse().text == "race \(round * 8 + index)")
+                }
+            }
         }
     }
 

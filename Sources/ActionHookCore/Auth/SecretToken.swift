@@ -40,9 +40,12 @@ public enum SecretToken {
     /// The token from an `Authorization: Bearer <token>` header value, or `nil`.
     public static func bearer(_ header: String?) -> String? {
         guard let header else { return nil }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        let value = header.drop { $0 == " " }
+        guard let space = value.firstIndex(of: " ") else { return nil }
+        // The scheme is case-insensitive; every byte of "bearer" is a letter, so OR-ing 0x20 folds case.
+        let scheme = value[..<space].utf8
+        guard scheme.count == 6, zip(scheme, "bearer".utf8).allSatisfy({ $0 | 0x20 == $1 }) else { return nil }
+        let token = String(value[space...].trimmingWhiteSpace())
         return token.isEmpty || token.utf8.count > 512 ? nil : token
     }
 

@@ -200,6 +200,6 @@ public struct NotificationResponse: Sendable, Equatable {
     /// SHA-256 (32 bytes) of `json.canonicalText`: equal normalised requests give equal hashes, so a
     /// legacy-shape body and the equivalent iOS 10+ body hash the same.
     public var requestHash: [UInt8] {
-        Array(SHA256.hash(data: Array(json.canonicalText.utf8)))
+        Array(SHA256.hash(data: json.canonicalBytes))
     }
 }

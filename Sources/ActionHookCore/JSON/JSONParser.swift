@@ -91,7 +91,8 @@ public struct JSONParser {
         guard depth <= maxDepth else { throw error(.tooDeep) }
         position += 1
         var members: [(key: String, value: JSONValue)] = []
-        var seen = Set<String>()
+        // Small objects (the usual case) look for a duplicate name by scanning; large ones hash.
+        var seen: Set<String>? = nil
         skipWhitespace()
         if position < bytes.count && bytes[position] == UInt8(ascii: "}") {
             position += 1
@@ -102,9 +103,9 @@ public struct JSONParser {
             guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw error(.syntax) }
             let keyOffset = position
             let key = try parseString()
-            guard seen.insert(key).inserted else {
-                throw JSONParseError(reason: .duplicateKey, offset: keyOffset)
-            }
+            if seen == nil && members.count >= 16 { seen = Set(members.map(\.key)) }
+            let isNew = seen?.insert(key).inserted ?? !members.contains { $0.key == key }
+            guard isNew else { throw JSONParseError(reason: .duplicateKey, offset: keyOffset) }
             skipWhitespace()
             guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw error(.syntax) }
             position += 1
@@ -118,9 +119,7 @@ public struct JSONParser {
             }
             guard bytes[position] == UInt8(ascii: "}") else { throw error(.syntax) }
             position += 1
-            var object = JSONObject()
-            for member in members { object[member.key] = member.value }
-            return .object(object)
+            return .object(JSONObject(uniqueMembers: members))
         }
     }
 
@@ -180,31 +179,49 @@ public struct JSONParser {
 
     private mutating func parseString() throws(JSONParseError) -> String {
         position += 1
-        var scalars = String.UnicodeScalarView()
-        var runStart = position
-        func flushRun(_ end: Int) {
-            if end > runStart {
-                scalars.append(contentsOf: String(decoding: bytes[runStart..<end], as: UTF8.self).unicodeScalars)
-            }
-        }
+        let start = position
+        // Most strings have no escapes: they are their bytes.
         while position < bytes.count {
             let byte = bytes[position]
             switch byte {
             case UInt8(ascii: "\""):
-                flushRun(position)
+                let text = String(decoding: bytes[start..<position], as: UTF8.self)
                 position += 1
-                return String(scalars)
+                return text
             case UInt8(ascii: "\\"):
-                flushRun(position)
-                position += 1
-                scalars.append(try parseEscape())
-                runStart = position
+                return try parseEscapedString(start: start)
             case 0..<0x20:
                 throw error(.syntax)
             case 0..<0x80:
                 position += 1
             default:
                 try skipUTF8Sequence()
+            }
+        }
+        throw error(.syntax)
+    }
+
+    /// The rest of a string from its first escape at `position`; `start` is just after the quote.
+    private mutating func parseEscapedString(start: Int) throws(JSONParseError) -> String {
+        var text = Array(bytes[start..<position])
+        while position < bytes.count {
+            let byte = bytes[position]
+            switch byte {
+            case UInt8(ascii: "\""):
+                position += 1
+                return String(decoding: text, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                position += 1
+                text.append(contentsOf: UTF8.encode(try parseEscape())!)
+            case 0..<0x20:
+                throw error(.syntax)
+            case 0..<0x80:
+                text.append(byte)
+                position += 1
+            default:
+                let from = position
+                try skipUTF8Sequence()
+                text.append(contentsOf: bytes[from..<position])
             }
         }
         throw error(.syntax)

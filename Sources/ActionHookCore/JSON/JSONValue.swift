@@ -100,6 +100,11 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
         for member in members { self[member.key] = member.value }
     }
 
+    /// Creates an object from members whose names are known to be unique (the parser's).
+    init(uniqueMembers: [(key: String, value: JSONValue)]) {
+        members = uniqueMembers
+    }
+
     /// Creates an object from a literal.
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self.init(elements.map { (key: $0.0, value: $0.1) })

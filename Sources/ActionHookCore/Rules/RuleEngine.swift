@@ -48,7 +48,7 @@ public enum RuleEngine {
     /// `maxLength` characters, else a 422 at `/userText`. Other handlers accept any response.
     public static func check(_ handler: RuleHandler, response: NotificationResponse) throws(ValidationFailure) {
         guard case .comment(let maxLength) = handler else { return }
-        guard let text = response.userText, !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+        guard let text = response.userText, !text.isBlank else {
             throw .invalid([FieldError(pointer: "/userText", detail: "must not be empty for this action")])
         }
         if text.count > maxLength {

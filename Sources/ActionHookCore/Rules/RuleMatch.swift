@@ -27,8 +27,7 @@ public struct RuleMatch: Sendable, Equatable {
         if let category, response.categoryIdentifier != category { return false }
         if let actions, !actions.contains(response.actionIdentifier) { return false }
         if userTextRequired == true {
-            guard let text = response.userText, !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty
-            else { return false }
+            guard let text = response.userText, !text.isBlank else { return false }
         }
         return userInfo.allSatisfy { $0.holds(in: response.userInfo) }
     }

@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import MicroHTTPD
 import Postgres
-import Synchronization
+import Locks
 
 /// What every API route needs: the stores, authentication, caches, limits and error mapping.
 struct APIContext: Sendable {
@@ -97,7 +97,7 @@ struct APIContext: Sendable {
 final class IngestRateLimits: Sendable {
     let appPerSecond: Int
     let devicePerSecond: Int
-    private let limiter = Mutex(RateLimiter())
+    private let limiter = Locked(RateLimiter())
     private let start = ContinuousClock.now
 
     init(appPerSecond: Int, devicePerSecond: Int) {

@@ -1,7 +1,7 @@
 import ActionHookCore
 import ActionHookStore
 import Foundation
-import Synchronization
+import Locks
 
 /// Per-app data the ingest path reads on every request: who a key belongs to, and the app's
 /// rules and categories. Entries are dropped when any instance announces a change (NOTIFY), when
@@ -18,8 +18,8 @@ final class AppCache: Sendable {
         var loadedAt: ContinuousClock.Instant
     }
 
-    private let principals = Mutex([[UInt8]: Entry<IngestPrincipal>]())
-    private let rules = Mutex([String: Entry<Rules>]())
+    private let principals = Locked([[UInt8]: Entry<IngestPrincipal>]())
+    private let rules = Locked([String: Entry<Rules>]())
     private let maxAge: Duration
 
     init(maxAge: Duration = .seconds(30)) {

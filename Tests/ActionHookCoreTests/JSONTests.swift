@@ -1,0 +1,105 @@
+import ActionHookCore
+import Foundation
+import Testing
+
+@Suite("JSON reading and writing")
+struct JSONTests {
+    /// Strings with every kind of character the writer treats specially.
+    static let awkward: [String] = [
+        "", "plain", "quote \" and backslash \\", "line\nfeed\rreturn\ttab", "\u{0}\u{1}\u{1F}\u{7F}",
+        "line separator \u{2028} paragraph \u{2029}", "\u{E2}\u{80}", "é ü ß 東京 🎉 👩‍👩‍👧", "\u{2027}\u{202A}",
+        "end with escape\\", "zero\u{FEFF}width",
+    ]
+
+    @Test("written text parses back to the same value, and its size is counted without writing")
+    func roundTrip() throws {
+        for text in Self.awkward {
+            let value = JSONValue.object(JSONObject([(key: text, value: .array([.string(text), .integer(-12), .null]))]))
+            let bytes = value.jsonBytes
+            #expect(bytes.count == value.jsonByteCount)
+            #expect(try JSONParser.parse(bytes) == value)
+            // Foundation agrees on what the text means.
+            let decoded = try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: [Any]])
+            #expect(decoded.count == 1 && decoded.values.first?.first as? String == text)
+        }
+    }
+
+    @Test("control characters, U+2028 and U+2029 are written as escapes")
+    func escapes() {
+        #expect(JSONValue.string("a\u{1}b\u{1F}").jsonText == #""a\u0001b\u001f""#)
+        #expect(JSONValue.string("\u{2028}\u{2029}").jsonText == #""\u2028\u2029""#)
+        #expect(JSONValue.string("\"\\\n\r\t").jsonText == #""\"\\\n\r\t""#)
+        #expect(JSONValue.string("é→").jsonText == "\"é→\"")
+    }
+
+    @Test("escaped strings decode: named escapes, \\u escapes and surrogate pairs")
+    func escapedStrings() throws {
+        #expect(try JSONParser.parse(#""a\"b\\c\/d\b\f\n\r\t""#) == .string("a\"b\\c/d\u{8}\u{C}\n\r\t"))
+        #expect(try JSONParser.parse(#""\u00e9\u6771 \ud83c\udf89 x""#) == .string("é東 🎉 x"))
+        #expect(try JSONParser.parse(#""\u0000""#) == .string("\u{0}"))
+        #expect(throws: JSONParseError.self) { try JSONParser.parse(#""\ud83c""#) }
+        #expect(throws: JSONParseError.self) { try JSONParser.parse(#""\udf89""#) }
+        #expect(throws: JSONParseError.self) { try JSONParser.parse(#""\x""#) }
+        #expect(throws: JSONParseError.self) { try JSONParser.parse("\"tab\there\"") }
+    }
+
+    @Test("a duplicate member name is refused in small and large objects")
+    func duplicates() throws {
+        for size in [2, 15, 16, 17, 40] {
+            let members = (0..<size).map { "\"k\($0)\":\($0)" }
+            #expect(try JSONParser.parse("{" + members.joined(separator: ",") + "}").objectValue?.keys.count == size)
+            for position in [1, size - 1] {
+                let duplicate = "\"k\(position - 1)\":true"
+                let text = "{" + (members + [duplicate]).joined(separator: ",") + "}"
+                let error = #expect(throws: JSONParseError.self) { try JSONParser.parse(text) }
+                #expect(error?.reason == .duplicateKey)
+                #expect(error?.offset == text.utf8.count - 1 - duplicate.utf8.count)
+            }
+        }
+        // Names equal as Unicode text are the same name, however they are spelled.
+        #expect(throws: JSONParseError.self) { try JSONParser.parse(#"{"é":1,"e\u0301":2}"#) }
+    }
+
+    @Test("equal values written canonically give equal bytes whatever their member order")
+    func canonical() throws {
+        let first = try JSONParser.parse(#"{"b":1,"a":{"y":[1,2],"x":"é"}}"#)
+        let second = try JSONParser.parse(#"{"a":{"x":"\u00e9","y":[1,2]},"b":1}"#)
+        #expect(first.canonicalBytes == second.canonicalBytes)
+        #expect(first.canonicalText == #"{"a":{"x":"é","y":[1,2]},"b":1}"#)
+        #expect(first.jsonText == #"{"b":1,"a":{"y":[1,2],"x":"é"}}"#)
+    }
+}
+
+@Suite("White space and bearer tokens")
+struct TextTests {
+    @Test("a comment of only Unicode white space is blank; other text is not")
+    func blank() {
+        let comment = RuleHandler.comment(maxLength: 100)
+        for text in ["", " ", "\t\n\r\u{0B}\u{0C}", "\u{A0}\u{3000}\u{2028}\u{85}\u{2003}"] {
+            #expect(throws: ValidationFailure.self) { try RuleEngine.check(comment, response: Self.response(text)) }
+        }
+        for text in ["x", " \u{A0}ok ", "\u{200B}", "🎉"] {
+            #expect(throws: Never.self) { try RuleEngine.check(comment, response: Self.response(text)) }
+        }
+    }
+
+    @Test("the bearer scheme is case-insensitive and the token is trimmed")
+    func bearer() {
+        #expect(SecretToken.bearer("Bearer abc") == "abc")
+        #expect(SecretToken.bearer("bEaReR   abc  ") == "abc")
+        #expect(SecretToken.bearer("  Bearer abc") == "abc")
+        #expect(SecretToken.bearer("Bearer \t abc\t") == "abc")
+        for refused in [nil, "", "Bearer", "Bearer ", "Bearer    ", "Bearerx abc", "Basic abc", "Beare abc",
+            "Bearer " + String(repeating: "k", count: 513)] as [String?] {
+            #expect(SecretToken.bearer(refused) == nil)
+        }
+    }
+
+    static func response(_ text: String) -> NotificationResponse {
+        let body = JSONValue.object([
+            "actionIdentifier": .string("comment"), "userText": .string(text), "notificationIdentifier": .string("n1"),
+            "userInfo": .object([:]),
+        ])
+        return try! NotificationResponse.decode(body)
+    }
+}
