@@ -237,7 +237,7 @@ public final class OutboxWorker: @unchecked Sendable {
             decided(.permanent(httpStatus: nil, errorClass: "app_deleted"))
             return
         }
-        let id = claim.id.uuidString.lowercased()
+        let id = claim.id.lowercasedString
         let task: @Sendable () async -> SendOutcome
         switch claim.channel {
         case .webhook:

@@ -16,7 +16,7 @@ public struct AdminTokenInfo: Sendable {
     /// The token as the API lists it.
     public var json: JSONValue {
         .object([
-            "id": .string(id.uuidString.lowercased()), "name": .string(name),
+            "id": .string(id.lowercasedString), "name": .string(name),
             "createdAt": .string(Timestamp.format(createdAt)),
             "revokedAt": revokedAt.map { .string(Timestamp.format($0)) } ?? .null,
         ])

@@ -53,7 +53,7 @@ public struct IngestKey: Sendable {
     /// The key as the API shows it on creation.
     public var json: JSONValue {
         .object([
-            "id": .string(id.uuidString.lowercased()), "secret": .string(secret),
+            "id": .string(id.lowercasedString), "secret": .string(secret),
             "createdAt": .string(Timestamp.format(createdAt)),
         ])
     }

@@ -37,7 +37,7 @@ public struct FollowUpStore: Sendable {
             let last = rows[page.limit - 1]
             next = Cursor([
                 try last.decode("created_at_text", as: String.self),
-                try last.decode("id", as: UUID.self).uuidString.lowercased(),
+                try last.decode("id", as: UUID.self).lowercasedString,
             ]).encoded
         }
         return Page(items: items, nextCursor: next)
@@ -122,8 +122,8 @@ public struct FollowUpStore: Sendable {
 
     static func decode(_ row: PostgresRow, attempts: [JSONValue]?) throws -> JSONValue {
         var object: JSONObject = [
-            "id": .string(try row.decode("id", as: UUID.self).uuidString.lowercased()),
-            "responseId": .string(try row.decode("response_id", as: UUID.self).uuidString.lowercased()),
+            "id": .string(try row.decode("id", as: UUID.self).lowercasedString),
+            "responseId": .string(try row.decode("response_id", as: UUID.self).lowercasedString),
             "channel": .string(try row.decode("channel")),
             "status": .string(try row.decode("status")),
             "dueAt": .string(Timestamp.format(try row.decode("due_at"))),

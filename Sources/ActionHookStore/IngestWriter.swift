@@ -89,13 +89,13 @@ struct PlannedResponse {
         cancelsSnoozesOf = outcome == .snoozed || outcome == .snoozeLimitReached ? nil : response.notificationIdentifier
         decidedAt = response.respondedAt ?? receivedAt
         answer = .object([
-            "id": .string(responseID.uuidString.lowercased()), "outcome": .string(outcome.rawValue),
+            "id": .string(responseID.lowercasedString), "outcome": .string(outcome.rawValue),
             "ruleId": decision.rule.map { .string($0.id) } ?? .null,
             "subject": decision.subject.map(JSONValue.string) ?? .null,
             "followUps": .array(
                 followUps.map {
                     .object([
-                        "id": .string($0.id.uuidString.lowercased()), "channel": .string($0.followUp.channel.rawValue),
+                        "id": .string($0.id.lowercasedString), "channel": .string($0.followUp.channel.rawValue),
                         "dueAt": .string(Timestamp.format($0.dueAt)),
                     ])
                 }),
@@ -261,39 +261,46 @@ struct Batch {
         guard !entries.isEmpty else { return }
         // Pending snoozes written before this batch are cancelled here; snoozes of this batch that a
         // later answer in the same batch cancels are written as cancelled below.
-        let cancellations = entries.compactMap { item, plan -> JSONValue? in
-            plan.cancelsSnoozesOf.map { .object(["app_id": .string(item.appID), "notification": .string($0)]) }
+        var cancellations = JSONRecords()
+        for (item, plan) in entries {
+            guard let notification = plan.cancelsSnoozesOf else { continue }
+            cancellations.beginRecord()
+            cancellations.add("app_id", item.appID)
+            cancellations.add("notification", notification)
+            cancellations.endRecord()
         }
-        if !cancellations.isEmpty {
+        if cancellations.count > 0 {
             try connection.execute(
                 """
                 UPDATE followups f SET status = 'cancelled', updated_at = now()
-                FROM json_to_recordset(\(PostgresJSON(JSONValue.array(cancellations).jsonText))::json)
+                FROM json_to_recordset(\(PostgresJSON(cancellations.text))::json)
                     AS c(app_id text, notification text)
                 WHERE f.app_id = c.app_id AND f.notification_identifier = c.notification AND f.is_snooze
                     AND f.status IN ('pending', 'retrying')
                 """)
         }
 
-        let responses = entries.map { item, plan -> JSONValue in
+        var responses = JSONRecords(capacity: entries.count * 1024)
+        for (item, plan) in entries {
             let response = item.response
-            return .object([
-                "app_id": .string(item.appID), "id": .string(plan.responseID.uuidString.lowercased()),
-                "idempotency_key": .string(item.idempotencyKey),
-                "request_hash": .string(item.requestHash.map { String(format: "%02x", $0) }.joined()),
-                "action_identifier": .string(response.actionIdentifier),
-                "category_identifier": response.categoryIdentifier.map(JSONValue.string) ?? .null,
-                "notification_identifier": response.notificationIdentifier.map(JSONValue.string) ?? .null,
-                "user_text": response.userText.map(JSONValue.string) ?? .null,
-                "user_info": .object(response.userInfo),
-                "device_token": response.deviceToken.map(JSONValue.string) ?? .null,
-                "client_response_id": response.responseId.map(JSONValue.string) ?? .null,
-                "responded_at": response.respondedAt.map { .string(Timestamp.format($0)) } ?? .null,
-                "outcome": .string(plan.outcome.rawValue),
-                "rule_id": item.decision.rule.map { .string($0.id) } ?? .null,
-                "subject": item.decision.subject.map(JSONValue.string) ?? .null,
-                "answer": plan.answer,
-            ])
+            responses.beginRecord()
+            responses.add("app_id", item.appID)
+            responses.add("id", plan.responseID)
+            responses.add("idempotency_key", item.idempotencyKey)
+            responses.addHex("request_hash", item.requestHash)
+            responses.add("action_identifier", response.actionIdentifier)
+            responses.add("category_identifier", response.categoryIdentifier)
+            responses.add("notification_identifier", response.notificationIdentifier)
+            responses.add("user_text", response.userText)
+            responses.add("user_info", JSONValue.object(response.userInfo))
+            responses.add("device_token", response.deviceToken)
+            responses.add("client_response_id", response.responseId)
+            responses.add("responded_at", response.respondedAt)
+            responses.add("outcome", plan.outcome.rawValue)
+            responses.add("rule_id", item.decision.rule?.id)
+            responses.add("subject", item.decision.subject)
+            responses.add("answer", plan.answer)
+            responses.endRecord()
         }
         try connection.execute(
             """
@@ -303,7 +310,7 @@ struct Batch {
             SELECT r.app_id, r.id, r.idempotency_key, decode(r.request_hash, 'hex'), r.action_identifier,
                 r.category_identifier, r.notification_identifier, r.user_text, r.user_info::jsonb, r.device_token,
                 r.client_response_id, r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer
-            FROM json_to_recordset(\(PostgresJSON(JSONValue.array(responses).jsonText))::json) AS r(
+            FROM json_to_recordset(\(PostgresJSON(responses.text))::json) AS r(
                 app_id text, id uuid, idempotency_key text, request_hash text, action_identifier text,
                 category_identifier text, notification_identifier text, user_text text, user_info json,
                 device_token text, client_response_id text, responded_at timestamptz, outcome text, rule_id text,
@@ -320,57 +327,70 @@ struct Batch {
             }
             snoozesByNotification[key, default: []] += plan.followUps.filter { $0.followUp.ordinal < 0 }.map(\.id)
         }
-        let followUps = entries.flatMap { item, plan in
-            plan.followUps.map { id, followUp, dueAt -> JSONValue in
-                let deviceToken =
-                    followUp.channel == .apns ? followUp.payload.value(atPath: "deviceToken")?.stringValue : nil
-                return .object([
-                    "app_id": .string(item.appID), "id": .string(id.uuidString.lowercased()),
-                    "response_id": .string(plan.responseID.uuidString.lowercased()),
-                    "ordinal": .integer(followUp.ordinal), "channel": .string(followUp.channel.rawValue),
-                    "is_snooze": .bool(followUp.ordinal < 0),
-                    "notification_identifier": item.response.notificationIdentifier.map(JSONValue.string) ?? .null,
-                    "device_token": deviceToken.map(JSONValue.string) ?? .null,
-                    "payload": followUp.payload,
-                    "due_at": .string(Timestamp.format(dueAt)),
-                    "status": .string(cancelledInBatch.contains(id) ? "cancelled" : "pending"),
-                ])
+        var followUps = JSONRecords(capacity: entries.count * 1024)
+        for (item, plan) in entries {
+            for (id, followUp, dueAt) in plan.followUps {
+                followUps.beginRecord()
+                followUps.add("app_id", item.appID)
+                followUps.add("id", id)
+                followUps.add("response_id", plan.responseID)
+                followUps.add("ordinal", followUp.ordinal)
+                followUps.add("channel", followUp.channel.rawValue)
+                followUps.add("is_snooze", followUp.ordinal < 0)
+                followUps.add("notification_identifier", item.response.notificationIdentifier)
+                followUps.add(
+                    "device_token",
+                    followUp.channel == .apns ? followUp.payload.value(atPath: "deviceToken")?.stringValue : nil)
+                followUps.add("payload", followUp.payload)
+                followUps.add("due_at", dueAt)
+                followUps.add("status", cancelledInBatch.contains(id) ? "cancelled" : "pending")
+                followUps.endRecord()
             }
         }
-        if !followUps.isEmpty {
+        if followUps.count > 0 {
             try connection.execute(
                 """
                 INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze, notification_identifier,
                     device_token, payload, due_at, status)
                 SELECT f.app_id, f.id, f.response_id, f.ordinal, f.channel, f.is_snooze, f.notification_identifier,
                     f.device_token, f.payload::jsonb, f.due_at, f.status
-                FROM json_to_recordset(\(PostgresJSON(JSONValue.array(followUps).jsonText))::json) AS f(
+                FROM json_to_recordset(\(PostgresJSON(followUps.text))::json) AS f(
                     app_id text, id uuid, response_id uuid, ordinal integer, channel text, is_snooze boolean,
                     notification_identifier text, device_token text, payload json, due_at timestamptz, status text)
                 """)
         }
 
         // One row per (app, subject, device): the latest decision of the batch wins.
-        var decisions: [String: JSONValue] = [:]
-        var order: [String] = []
-        for (item, plan) in entries where plan.isDecision {
+        var latest: [String: Int] = [:]
+        var order: [Int] = []
+        for (index, (item, plan)) in entries.enumerated() where plan.isDecision {
             guard let subject = item.decision.subject else { continue }
-            let token = item.response.deviceToken ?? ""
-            let key = [item.appID, subject, token].joined(separator: "\u{1F}")
-            if decisions[key] == nil { order.append(key) }
-            decisions[key] = .object([
-                "app_id": .string(item.appID), "subject": .string(subject), "device_token": .string(token),
-                "outcome": .string(plan.outcome.rawValue),
-                "response_id": .string(plan.responseID.uuidString.lowercased()),
-                "decided_at": .string(Timestamp.format(plan.decidedAt)),
-            ])
+            let key = item.appID + "\u{1F}" + subject + "\u{1F}" + (item.response.deviceToken ?? "")
+            if let position = latest[key] {
+                order[position] = index
+            } else {
+                latest[key] = order.count
+                order.append(index)
+            }
         }
-        if !decisions.isEmpty {
+        var decisions = JSONRecords()
+        for index in order {
+            let (item, plan) = entries[index]
+            decisions.beginRecord()
+            decisions.add("app_id", item.appID)
+            decisions.add("subject", item.decision.subject)
+            decisions.add("device_token", item.response.deviceToken ?? "")
+            decisions.add("outcome", plan.outcome.rawValue)
+            decisions.add("response_id", plan.responseID)
+            decisions.add("decided_at", plan.decidedAt)
+            decisions.endRecord()
+        }
+        if decisions.count > 0 {
             try connection.execute(
                 """
                 INSERT INTO subject_decisions (app_id, subject, device_token, outcome, response_id, decided_at)
                 SELECT d.app_id, d.subject, d.device_token, d.outcome, d.response_id, d.decided_at
-                FROM json_to_recordset(\(PostgresJSON(JSONValue.array(order.map { decisions[$0]! }).jsonText))::json) AS d(
+                FROM json_to_recordset(\(PostgresJSON(decisions.text))::json) AS d(
                     app_id text, subject text, device_token text, outcome text, response_id uuid, decided_at timestamptz)
                 ON CONFLICT (app_id, subject, device_token) DO UPDATE
                     SET outcome = EXCLUDED.outcome, response_id = EXCLUDED.response_id, decided_at = EXCLUDED.decided_at

@@ -65,7 +65,7 @@ public struct ResponseStore: Sendable {
         var next: String?
         if rows.count > page.limit, let last = items.last {
             let time = try rows[page.limit - 1].decode("received_at_text", as: String.self)
-            next = Cursor([time, last.id.uuidString.lowercased()]).encoded
+            next = Cursor([time, last.id.lowercasedString]).encoded
         }
         return Page(items: items, nextCursor: next)
     }
@@ -91,7 +91,7 @@ public struct ResponseStore: Sendable {
                 return .object([
                     "deviceToken": token.isEmpty ? .null : .string(token),
                     "outcome": .string(try row.decode("outcome")),
-                    "responseId": .string(try row.decode("response_id", as: UUID.self).uuidString.lowercased()),
+                    "responseId": .string(try row.decode("response_id", as: UUID.self).lowercasedString),
                     "decidedAt": .string(Timestamp.format(try row.decode("decided_at"))),
                 ])
             }

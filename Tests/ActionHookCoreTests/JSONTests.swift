@@ -103,3 +103,47 @@ struct TextTests {
         return try! NotificationResponse.decode(body)
     }
 }
+
+@Suite("Typed JSON records")
+struct JSONRecordsTests {
+    @Test("records written member by member read back as the objects they describe")
+    func records() throws {
+        let id = UUID()
+        let at = Date(timeIntervalSince1970: 1_795_168_800.123)
+        var records = JSONRecords()
+        #expect(try JSONParser.parse(records.text) == .array([]))
+        records.beginRecord()
+        records.add("text", "quote \" \u{2028} é")
+        records.add("none", nil as String?)
+        records.add("number", -42)
+        records.add("flag", true)
+        records.add("id", id)
+        records.add("at", at)
+        records.add("never", nil as Date?)
+        records.addHex("hash", [0x00, 0x0f, 0xa5, 0xff])
+        records.add("nested", JSONValue.object(["a": .array([.null, .string("\n")])]))
+        records.endRecord()
+        records.beginRecord()
+        records.endRecord()
+        #expect(records.count == 2)
+        let parsed = try JSONParser.parse(records.text)
+        #expect(parsed == .array([
+            .object([
+                "text": .string("quote \" \u{2028} é"), "none": .null, "number": .integer(-42), "flag": .bool(true),
+                "id": .string(id.uuidString.lowercased()), "at": .string("2026-11-20T10:00:00.123Z"), "never": .null,
+                "hash": .string("000fa5ff"), "nested": .object(["a": .array([.null, .string("\n")])]),
+            ]),
+            .object([:]),
+        ]))
+    }
+
+    @Test("hex and UUID text match Foundation's")
+    func hex() {
+        for _ in 0..<100 {
+            let id = UUID()
+            #expect(id.lowercasedString == id.uuidString.lowercased())
+        }
+        let bytes = (0...255).map { UInt8($0) }
+        #expect(Hex.encode(bytes) == bytes.map { String(format: "%02x", $0) }.joined())
+    }
+}

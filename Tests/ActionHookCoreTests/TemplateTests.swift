@@ -47,6 +47,9 @@ struct TemplateTests {
         ("{{response.id}}", .string("5f0c4b7e-1d2a-4c3b-9e8f-0123456789ab")),
         ("{{userInfo.eventId}}{{userInfo.eventId}}", .string("4242")),
         ("no placeholders", .string("no placeholders")),
+        ("é {{subject}} 🎉 {{\tsubject }}", .string("é 42 🎉 42")),
+        ("{{{subject}}}", .string("}")),
+        ("a{{{subject}}}", .string("a}")),
         ("}} stray {", .string("}} stray {")),
         ("", .string("")),
     ])

@@ -32,7 +32,7 @@ public struct StoredResponseView: Sendable, Equatable {
     /// "deviceToken", "responseId", "respondedAt", "receivedAt", "outcome", "ruleId", "subject"}`, every member
     /// present (`null` when absent), ids lowercase, times RFC 3339 UTC with milliseconds.
     public var json: JSONValue {
-        var object: JSONObject = ["id": .string(id.uuidString.lowercased())]
+        var object: JSONObject = ["id": .string(id.lowercasedString)]
         for member in response.json.objectValue?.members ?? [] {
             object[member.key] = member.value
         }

@@ -7,15 +7,44 @@ import Foundation
 public enum Timestamp {
     /// Formats `date` as RFC 3339 in UTC with milliseconds: `2026-11-20T10:00:00.000Z`.
     public static func format(_ date: Date) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(24)
+        append(date, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends ``format(_:)``'s text as UTF-8.
+    public static func append(_ date: Date, to out: inout [UInt8]) {
         let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
         let (seconds, millisecond) = floorDivide(milliseconds, 1000)
         let (days, secondOfDay) = floorDivide(seconds, 86_400)
         let (year, month, day) = civilDate(fromDays: days)
-        let hour = secondOfDay / 3600
-        let minute = secondOfDay % 3600 / 60
-        let second = secondOfDay % 60
-        return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T" + pad(hour, 2) + ":" + pad(minute, 2)
-            + ":" + pad(second, 2) + "." + pad(millisecond, 3) + "Z"
+        if (0...9999).contains(year) {
+            appendDigits(year, 4, to: &out)
+        } else {
+            out.append(contentsOf: pad(year, 4).utf8)
+        }
+        for (separator, value, width) in [
+            (UInt8(ascii: "-"), month, 2), (UInt8(ascii: "-"), day, 2), (UInt8(ascii: "T"), secondOfDay / 3600, 2),
+            (UInt8(ascii: ":"), secondOfDay % 3600 / 60, 2), (UInt8(ascii: ":"), secondOfDay % 60, 2),
+            (UInt8(ascii: "."), millisecond, 3),
+        ] {
+            out.append(separator)
+            appendDigits(value, width, to: &out)
+        }
+        out.append(UInt8(ascii: "Z"))
+    }
+
+    /// Appends a non-negative `value` below 10^`width` as exactly `width` digits.
+    private static func appendDigits(_ value: Int64, _ width: Int, to out: inout [UInt8]) {
+        var divisor: Int64 = 1
+        for _ in 1..<width { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
     }
 
     /// Parses an RFC 3339 date-time with an offset (`Z` or `±hh:mm`) and optional fractional seconds;

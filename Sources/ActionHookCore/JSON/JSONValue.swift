@@ -97,7 +97,20 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
     /// Creates an object from members; a later duplicate name replaces the earlier value.
     public init(_ members: [(key: String, value: JSONValue)]) {
         self.members = []
-        for member in members { self[member.key] = member.value }
+        self.members.reserveCapacity(members.count)
+        if members.count <= 8 {
+            for member in members { self[member.key] = member.value }
+            return
+        }
+        var positions: [String: Int] = [:]
+        for member in members {
+            if let position = positions[member.key] {
+                self.members[position].value = member.value
+            } else {
+                positions[member.key] = self.members.count
+                self.members.append(member)
+            }
+        }
     }
 
     /// Creates an object from members whose names are known to be unique (the parser's).

@@ -25,7 +25,7 @@ public struct TemplateContext: Sendable {
         case "notificationIdentifier": return response.notificationIdentifier.map(JSONValue.string)
         case "deviceToken": return response.deviceToken.map(JSONValue.string)
         case "subject": return subject.map(JSONValue.string)
-        case "response.id": return .string(responseID.uuidString.lowercased())
+        case "response.id": return .string(responseID.lowercasedString)
         default:
             guard name.hasPrefix(Template.userInfoPrefix) else { return nil }
             return JSONValue.object(response.userInfo).value(
@@ -120,16 +120,27 @@ public enum Template {
 
     /// Splits `text` into literal runs and placeholder names; an unclosed `{{` stays literal text.
     private static func segments(of text: String) -> [Segment] {
-        var parts: [Segment] = []
-        var rest = text[...]
-        while let open = rest.range(of: "{{") {
-            guard let close = rest[open.upperBound...].range(of: "}}") else { break }
-            if open.lowerBound > rest.startIndex { parts.append(.text(String(rest[..<open.lowerBound]))) }
-            let name = rest[open.upperBound..<close.lowerBound].trimmingCharacters(in: .whitespaces)
-            parts.append(.placeholder(name))
-            rest = rest[close.upperBound...]
+        let scalars = text.unicodeScalars
+        // The first of two `brace`s in a row at or after `start`.
+        func pair(of brace: Unicode.Scalar, from start: String.Index) -> String.Index? {
+            var index = start
+            while index < scalars.endIndex {
+                let next = scalars.index(after: index)
+                if scalars[index] == brace && next < scalars.endIndex && scalars[next] == brace { return index }
+                index = next
+            }
+            return nil
         }
-        if !rest.isEmpty { parts.append(.text(String(rest))) }
+        var parts: [Segment] = []
+        var rest = scalars.startIndex
+        while let open = pair(of: "{", from: rest) {
+            let nameStart = scalars.index(open, offsetBy: 2)
+            guard let close = pair(of: "}", from: nameStart) else { break }
+            if open > rest { parts.append(.text(String(scalars[rest..<open]))) }
+            parts.append(.placeholder(String(Substring(scalars[nameStart..<close]).trimmingWhiteSpace())))
+            rest = scalars.index(close, offsetBy: 2)
+        }
+        if rest < scalars.endIndex { parts.append(.text(String(scalars[rest...]))) }
         return parts
     }
 

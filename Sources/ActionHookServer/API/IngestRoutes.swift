@@ -65,6 +65,6 @@ extension APIContext {
             }
             return header
         }
-        return response.responseId ?? UUID().uuidString.lowercased()
+        return response.responseId ?? UUID().lowercasedString
     }
 }
