@@ -47,6 +47,9 @@ public struct IngestItem: Sendable {
 
     /// The advisory-lock key and in-batch identity: app and key.
     var lockKey: String { appID + "\u{1F}" + idempotencyKey }
+
+    /// App and notification, for counting snoozes; `nil` without a `notificationIdentifier`.
+    var snoozeKey: String? { response.notificationIdentifier.map { appID + "\u{1F}" + $0 } }
 }
 
 /// The rows a new response produces, decided before writing.
@@ -125,26 +128,7 @@ public struct IngestWriter: Sendable {
 
     /// Stores one response and its follow-ups in one transaction.
     public func ingest(_ item: IngestItem) throws -> IngestResult {
-        try pool.transaction { connection in
-            let lock = try connection.query(
-                """
-                SELECT pg_try_advisory_xact_lock(hashtextextended(\(item.lockKey), 0)) AS locked, now() AS now
-                """)
-            guard try lock[0].decode("locked", as: Bool.self) else { throw StoreError.idempotencyKeyInFlight }
-            let receivedAt = try lock[0].decode("now", as: Date.self)
-            let existing = try connection.query(
-                """
-                SELECT request_hash, answer FROM responses
-                WHERE app_id = \(item.appID) AND idempotency_key = \(item.idempotencyKey)
-                """)
-            if let row = existing.first { return try Self.replay(item, row: row) }
-
-            let plan = PlannedResponse(
-                item, receivedAt: receivedAt, previousSnoozes: try previousSnoozes(item, connection: connection))
-            let batch = Batch(entries: [(item, plan)])
-            try batch.write(connection: connection)
-            return .created(plan.answer)
-        }
+        try pool.transaction { connection in try ingestTogether([item], connection: connection)[0].get() }
     }
 
     /// Stores several responses in one transaction and returns one result per item, in order.
@@ -160,6 +144,8 @@ public struct IngestWriter: Sendable {
         }
     }
 
+    /// The whole write inside an open transaction, in two round trips: one pipeline takes the
+    /// idempotency locks and reads what they guard, the other writes every row.
     private func ingestTogether(_ items: [IngestItem], connection: PostgresConnection) throws
         -> [Result<IngestResult, any Error>]
     {
@@ -170,15 +156,47 @@ public struct IngestWriter: Sendable {
             results[index] = .failure(StoreError.idempotencyKeyInFlight)
         }
         let candidates = items.indices.filter { results[$0] == nil }
+        // The notifications snoozed in this batch, as parallel arrays of app and notification.
+        var snoozing: (apps: [String], notifications: [String]) = ([], [])
+        var snoozeKeys = Set<String>()
+        for index in candidates {
+            let item = items[index]
+            guard case .snooze? = item.decision.rule?.handler, let notification = item.response.notificationIdentifier,
+                snoozeKeys.insert(item.appID + "\u{1F}" + notification).inserted
+            else { continue }
+            snoozing.apps.append(item.appID)
+            snoozing.notifications.append(notification)
+        }
 
-        let lockKeys = candidates.map { items[$0].lockKey }
-        let locks = try connection.query(
+        // The locks come first, in a statement of their own: each later statement reads with a
+        // snapshot taken after them, so it sees whatever a previous holder committed.
+        var reads: [PostgresQuery] = [
             """
             SELECT k.ordinality::int AS position, pg_try_advisory_xact_lock(hashtextextended(k.key, 0)) AS locked,
                 now() AS now
-            FROM unnest(\(lockKeys)::text[]) WITH ORDINALITY AS k(key, ordinality)
+            FROM unnest(\(candidates.map { items[$0].lockKey })::text[]) WITH ORDINALITY AS k(key, ordinality)
             ORDER BY k.ordinality
-            """)
+            """,
+            """
+            SELECT r.app_id, r.idempotency_key, r.request_hash, r.answer
+            FROM responses r
+            JOIN unnest(\(candidates.map { items[$0].appID })::text[], \(candidates.map { items[$0].idempotencyKey })::text[])
+                AS k(app_id, idempotency_key)
+                ON r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
+            """,
+        ]
+        if !snoozing.apps.isEmpty {
+            // Snoozes already given for each snoozed notification.
+            reads.append(
+                """
+                SELECT k.app_id || chr(31) || k.notification AS key,
+                    (SELECT count(*) FROM responses r WHERE r.app_id = k.app_id
+                        AND r.notification_identifier = k.notification AND r.outcome = 'snoozed')::int AS snoozes
+                FROM unnest(\(snoozing.apps)::text[], \(snoozing.notifications)::text[]) AS k(app_id, notification)
+                """)
+        }
+        let read = try connection.pipeline(reads, prepared: true)
+        let locks = read[0]
         guard let receivedAt = try locks.first?.decode("now", as: Date.self) else { return results.map { $0! } }
         var locked: [Int] = []
         for row in locks {
@@ -189,18 +207,13 @@ public struct IngestWriter: Sendable {
                 results[index] = .failure(StoreError.idempotencyKeyInFlight)
             }
         }
-
-        let existing = try connection.query(
-            """
-            SELECT r.app_id, r.idempotency_key, r.request_hash, r.answer
-            FROM responses r
-            JOIN unnest(\(locked.map { items[$0].appID })::text[], \(locked.map { items[$0].idempotencyKey })::text[])
-                AS k(app_id, idempotency_key)
-                ON r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
-            """)
         var stored: [String: PostgresRow] = [:]
-        for row in existing {
+        for row in read[1] {
             stored[try row.decode("app_id", as: String.self) + "\u{1F}" + (try row.decode("idempotency_key", as: String.self))] = row
+        }
+        var snoozesBefore: [String: Int] = [:]
+        if !snoozing.apps.isEmpty {
+            for row in read[2] { snoozesBefore[try row.decode("key", as: String.self)] = try row.decode("snoozes") }
         }
 
         var entries: [(IngestItem, PlannedResponse)] = []
@@ -213,36 +226,20 @@ public struct IngestWriter: Sendable {
                 continue
             }
             var previous = 0
-            if case .snooze? = item.decision.rule?.handler, let notification = item.response.notificationIdentifier {
-                let key = item.appID + "\u{1F}" + notification
-                previous = try previousSnoozes(item, connection: connection) + snoozesInBatch[key, default: 0]
-                let plan = PlannedResponse(item, receivedAt: receivedAt, previousSnoozes: previous)
-                if plan.outcome == .snoozed { snoozesInBatch[key, default: 0] += 1 }
-                entries.append((item, plan))
-            } else {
-                entries.append((item, PlannedResponse(item, receivedAt: receivedAt, previousSnoozes: previous)))
+            if case .snooze? = item.decision.rule?.handler, let key = item.snoozeKey {
+                previous = snoozesBefore[key, default: 0] + snoozesInBatch[key, default: 0]
             }
+            let plan = PlannedResponse(item, receivedAt: receivedAt, previousSnoozes: previous)
+            if plan.outcome == .snoozed, let key = item.snoozeKey { snoozesInBatch[key, default: 0] += 1 }
+            entries.append((item, plan))
             entryIndexes.append(index)
         }
-        try Batch(entries: entries).write(connection: connection)
+        let writes = Batch(entries: entries).statements
+        if !writes.isEmpty { _ = try connection.pipeline(writes, prepared: true) }
         for (position, index) in entryIndexes.enumerated() {
             results[index] = .success(.created(entries[position].1.answer))
         }
         return results.map { $0! }
-    }
-
-    /// Snoozes already given for this response's notification (a response without a
-    /// `notificationIdentifier` has no history to count).
-    func previousSnoozes(_ item: IngestItem, connection: PostgresConnection) throws -> Int {
-        guard case .snooze? = item.decision.rule?.handler, let notification = item.response.notificationIdentifier else {
-            return 0
-        }
-        let rows = try connection.query(
-            """
-            SELECT count(*) AS snoozes FROM responses
-            WHERE app_id = \(item.appID) AND notification_identifier = \(notification) AND outcome = 'snoozed'
-            """)
-        return try rows[0].decode("snoozes")
     }
 
     static func replay(_ item: IngestItem, row: PostgresRow) throws -> IngestResult {
@@ -254,11 +251,15 @@ public struct IngestWriter: Sendable {
 }
 
 /// The rows of planned responses, written with a fixed number of statements however many there are.
+
+/// The rows of planned responses, written with a fixed number of statements however many there are.
 struct Batch {
     let entries: [(IngestItem, PlannedResponse)]
 
-    func write(connection: PostgresConnection) throws {
-        guard !entries.isEmpty else { return }
+    /// The statements that write every row, in order.
+    var statements: [PostgresQuery] {
+        guard !entries.isEmpty else { return [] }
+        var statements: [PostgresQuery] = []
         // Pending snoozes written before this batch are cancelled here; snoozes of this batch that a
         // later answer in the same batch cancels are written as cancelled below.
         var cancellations = JSONRecords()
@@ -270,7 +271,7 @@ struct Batch {
             cancellations.endRecord()
         }
         if cancellations.count > 0 {
-            try connection.execute(
+            statements.append(
                 """
                 UPDATE followups f SET status = 'cancelled', updated_at = now()
                 FROM json_to_recordset(\(PostgresJSON(cancellations.text))::json)
@@ -302,7 +303,7 @@ struct Batch {
             responses.add("answer", plan.answer)
             responses.endRecord()
         }
-        try connection.execute(
+        statements.append(
             """
             INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier, category_identifier,
                 notification_identifier, user_text, user_info, device_token, client_response_id, responded_at,
@@ -348,7 +349,7 @@ struct Batch {
             }
         }
         if followUps.count > 0 {
-            try connection.execute(
+            statements.append(
                 """
                 INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze, notification_identifier,
                     device_token, payload, due_at, status)
@@ -386,7 +387,7 @@ struct Batch {
             decisions.endRecord()
         }
         if decisions.count > 0 {
-            try connection.execute(
+            statements.append(
                 """
                 INSERT INTO subject_decisions (app_id, subject, device_token, outcome, response_id, decided_at)
                 SELECT d.app_id, d.subject, d.device_token, d.outcome, d.response_id, d.decided_at
@@ -400,8 +401,9 @@ struct Batch {
 
         let appsWithFollowUps = Array(Set(entries.filter { !$0.1.followUps.isEmpty }.map { $0.0.appID })).sorted()
         if !appsWithFollowUps.isEmpty {
-            _ = try connection.query(
+            statements.append(
                 "SELECT pg_notify(\(Channels.followUps), app) FROM unnest(\(appsWithFollowUps)::text[]) AS app")
         }
+        return statements
     }
 }

@@ -30,6 +30,10 @@ public final class PostgresConnection: @unchecked Sendable {
     // Set when a ROLLBACK after a failed transaction body could not be sent: the session state is
     // then unknown, so the connection must not be reused.
     private var isBroken = false
+    // The statements prepared on this session by `pipeline(_:prepared:)`: SQL text → statement name.
+    private var preparedStatements: [String: String] = [:]
+    /// The most statements one session keeps prepared; past it, statements run unprepared.
+    static let preparedStatementLimit = 64
 
     /// Opens a connection and prepares the session.
     ///
@@ -159,6 +163,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// - Returns: Whether the connection is open and prepared again.
     public func reset() -> Bool {
         PQreset(handle)
+        preparedStatements.removeAll()
         guard PQstatus(handle) == CONNECTION_OK else { return false }
         do {
             try prepareSession()
@@ -265,13 +270,113 @@ public final class PostgresConnection: @unchecked Sendable {
         return notifications
     }
 
+    // MARK: - Pipelines
+
+    /// Sends `queries` together and then reads all their results: one round trip to the server
+    /// instead of one per statement (libpq's pipeline mode).
+    ///
+    /// The server runs them in order, inside the open transaction if there is one (otherwise the
+    /// pipeline is one implicit transaction). Once a statement fails the rest are skipped, and the
+    /// first failure is thrown; inside an open transaction, that transaction has then failed.
+    ///
+    /// With `prepared`, each distinct SQL text is parsed and planned once per connection and kept as a
+    /// named prepared statement (up to a limit), so later pipelines send only parameters: for
+    /// statements that run over and over with the same text. The corresponding C functions are
+    /// `PQenterPipelineMode`, `PQsendPrepare`, `PQsendQueryPrepared`, `PQsendQueryParams`,
+    /// `PQpipelineSync`, `PQgetResult` and `PQexitPipelineMode`.
+    ///
+    /// - Returns: Each statement's rows, in order.
+    /// - Throws: ``PostgresError`` of kind `.server` (with `sqlState`), `.connectionLost` or `.misuse`.
+    public func pipeline(_ queries: [PostgresQuery], prepared: Bool = false) throws -> [PostgresRows] {
+        guard !queries.isEmpty else { return [] }
+        for query in queries { try Self.checkForNUL(query) }
+        guard PQenterPipelineMode(handle) == 1 else {
+            throw PostgresError(kind: .misuse, message: "the connection cannot enter pipeline mode now")
+        }
+
+        // Send everything: a Parse for each new prepared statement, then each statement, then Sync.
+        enum Step {
+            case prepare(sql: String, name: String)
+            case statement
+        }
+        var steps: [Step] = []
+        var newNames: [String: String] = [:]
+        var sent = true
+        for query in queries where sent {
+            var name: String?
+            if prepared {
+                name = preparedStatements[query.sql] ?? newNames[query.sql]
+                if name == nil && preparedStatements.count + newNames.count < Self.preparedStatementLimit {
+                    let newName = "actionhook_\(preparedStatements.count + newNames.count + 1)"
+                    newNames[query.sql] = newName
+                    sent = PQsendPrepare(handle, newName, query.sql, Int32(query.binds.count), nil) == 1
+                    steps.append(.prepare(sql: query.sql, name: newName))
+                    name = newName
+                }
+            }
+            guard sent else { break }
+            sent = withCStringArray(query.binds) { values in
+                if let name {
+                    PQsendQueryPrepared(handle, name, Int32(query.binds.count), values, nil, nil, 0) == 1
+                } else {
+                    PQsendQueryParams(handle, query.sql, Int32(query.binds.count), nil, values, nil, nil, 0) == 1
+                }
+            }
+            steps.append(.statement)
+        }
+        guard sent, PQpipelineSync(handle) == 1 else {
+            // Nothing can be read back reliably from a half-sent pipeline.
+            isBroken = true
+            throw PostgresError(kind: .connectionLost, message: copyErrorMessage(PQerrorMessage(handle)))
+        }
+
+        // Read one result per step (each followed by NULL), then the Sync's.
+        var rows: [PostgresRows] = []
+        rows.reserveCapacity(queries.count)
+        var failure: PostgresError?
+        for step in steps {
+            guard let pointer = PQgetResult(handle) else {
+                isBroken = true
+                throw PostgresError(kind: .connectionLost, message: copyErrorMessage(PQerrorMessage(handle)))
+            }
+            let result = OwnedResult(pointer)
+            while let extra = PQgetResult(handle) { PQclear(extra) }
+            switch PQresultStatus(pointer) {
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+                switch step {
+                case .prepare(let sql, let name): preparedStatements[sql] = name
+                case .statement: rows.append(result.rows())
+                }
+            case PGRES_PIPELINE_ABORTED:
+                break
+            default:
+                failure = failure ?? error(from: result)
+            }
+        }
+        guard let sync = PQgetResult(handle), PQresultStatus(sync) == PGRES_PIPELINE_SYNC else {
+            isBroken = true
+            throw failure ?? PostgresError(kind: .connectionLost, message: copyErrorMessage(PQerrorMessage(handle)))
+        }
+        PQclear(sync)
+        guard PQexitPipelineMode(handle) == 1 else {
+            isBroken = true
+            throw failure ?? PostgresError(kind: .misuse, message: "the connection could not leave pipeline mode")
+        }
+        if let failure { throw failure }
+        return rows
+    }
+
     // MARK: - Running statements
 
-    private func run(_ query: PostgresQuery) throws -> OwnedResult {
-        // libpq takes NUL-terminated strings, so an embedded NUL would silently cut the text short.
+    /// libpq takes NUL-terminated strings, so an embedded NUL would silently cut the text short.
+    private static func checkForNUL(_ query: PostgresQuery) throws {
         guard !query.sql.utf8.contains(0), !query.binds.contains(where: { $0?.utf8.contains(0) ?? false }) else {
             throw PostgresError(kind: .misuse, message: "SQL text and parameters cannot contain NUL characters")
         }
+    }
+
+    private func run(_ query: PostgresQuery) throws -> OwnedResult {
+        try Self.checkForNUL(query)
         let pointer = withCStringArray(query.binds) { values in
             PQexecParams(handle, query.sql, Int32(query.binds.count), nil, values, nil, nil, 0)
         }
@@ -368,7 +473,8 @@ private func copyErrorMessage(_ message: UnsafePointer<CChar>?) -> String? {
 private func withCStringArray<R>(
     _ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R
 ) -> R {
-    var storage: [CChar] = []
+    var storage: [UInt8] = []
+    storage.reserveCapacity(strings.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 1 })
     var offsets: [Int?] = []
     offsets.reserveCapacity(strings.count)
     for string in strings {
@@ -377,11 +483,13 @@ private func withCStringArray<R>(
             continue
         }
         offsets.append(storage.count)
-        storage.append(contentsOf: string.utf8.map { CChar(bitPattern: $0) })
+        storage.append(contentsOf: string.utf8)
         storage.append(0)
     }
-    return storage.withUnsafeBufferPointer { buffer in
-        let pointers: [UnsafePointer<CChar>?] = offsets.map { offset in offset.map { buffer.baseAddress! + $0 } }
-        return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+    return storage.withUnsafeBufferPointer { bytes in
+        bytes.withMemoryRebound(to: CChar.self) { buffer in
+            let pointers: [UnsafePointer<CChar>?] = offsets.map { offset in offset.map { buffer.baseAddress! + $0 } }
+            return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+        }
     }
 }

@@ -1,0 +1,111 @@
+import Foundation
+import Postgres
+import TestSupport
+import Testing
+
+@Suite("Pipelines")
+struct PipelineTests {
+    @Test("statements sent together run in order and return their rows in order")
+    func ordered() throws {
+        let database = try TestDatabase.create()
+        defer { database.drop() }
+        let connection = try PostgresConnection(configuration: database.configuration)
+        try connection.execute("CREATE TABLE items (n int PRIMARY KEY, label text)")
+        for prepared in [false, true, true] {
+            let base = prepared ? 100 : 0
+            let results = try connection.pipeline(
+                [
+                    "INSERT INTO items SELECT n, 'x' FROM unnest(\([base + 1, base + 2, base + 3])::int[]) AS n",
+                    "UPDATE items SET label = \("it's \"quoted\"") WHERE n = \(base + 2)",
+                    "SELECT n, label FROM items WHERE n > \(base) ORDER BY n",
+                    "SELECT count(*)::int AS total FROM items",
+                ], prepared: prepared)
+            #expect(results.count == 4)
+            #expect(results[0].affectedRows == 3)
+            #expect(results[1].affectedRows == 1)
+            #expect(try results[2].map { try $0.decode("n", as: Int.self) } == [base + 1, base + 2, base + 3])
+            #expect(try results[2][1].decode("label", as: String.self) == "it's \"quoted\"")
+            #expect(try results[3][0].decode("total", as: Int.self) == (base == 0 ? 3 : 6))
+            try connection.execute("DELETE FROM items WHERE n > 100")
+        }
+        #expect(try connection.pipeline([]).isEmpty)
+    }
+
+    @Test("prepared statements are parsed once per connection and reused")
+    func preparedOnce() throws {
+        let database = try TestDatabase.create()
+        defer { database.drop() }
+        let connection = try PostgresConnection(configuration: database.configuration)
+        func preparedCount() throws -> Int {
+            try connection.query("SELECT count(*)::int AS n FROM pg_prepared_statements")[0].decode("n")
+        }
+        #expect(try preparedCount() == 0)
+        for value in 1...5 {
+            let rows = try connection.pipeline(
+                ["SELECT \(value)::int + 1 AS v", "SELECT \(value)::int * 2 AS v", "SELECT \(value)::int + 1 AS v"],
+                prepared: true)
+            #expect(try rows.map { try $0[0].decode("v", as: Int.self) } == [value + 1, value * 2, value + 1])
+        }
+        #expect(try preparedCount() == 2)
+        // Past the limit, statements still run, unprepared.
+        for value in 0..<80 {
+            let rows = try connection.pipeline([PostgresQuery(unsafeSQL: "SELECT \(value)::int AS v")], prepared: true)
+            #expect(try rows[0][0].decode("v", as: Int.self) == value)
+        }
+        #expect(try preparedCount() == 64)
+    }
+
+    @Test("a failing statement skips the rest, throws its error, and leaves the connection usable")
+    func failure() throws {
+        let database = try TestDatabase.create()
+        defer { database.drop() }
+        let connection = try PostgresConnection(configuration: database.configuration)
+        try connection.execute("CREATE TABLE items (n int PRIMARY KEY)")
+        for prepared in [false, true] {
+            // Outside a transaction the pipeline is one implicit transaction: nothing of it stays.
+            let error = try #require(throws: PostgresError.self) {
+                try connection.pipeline(
+                    [
+                        "INSERT INTO items VALUES (\(1))", "INSERT INTO items VALUES (\(1))",
+                        "INSERT INTO items VALUES (\(2))",
+                    ], prepared: prepared)
+            }
+            #expect(error.sqlState == "23505")
+            #expect(connection.isHealthy)
+            #expect(try connection.query("SELECT count(*)::int AS n FROM items")[0].decode("n", as: Int.self) == 0)
+        }
+        // Inside a transaction, the transaction has failed and rolls back.
+        #expect(throws: PostgresError.self) {
+            try connection.transaction { transaction in
+                _ = try transaction.pipeline(["INSERT INTO items VALUES (\(3))", "SELECT 1/0"], prepared: true)
+            }
+        }
+        #expect(connection.isHealthy)
+        #expect(try connection.query("SELECT count(*)::int AS n FROM items")[0].decode("n", as: Int.self) == 0)
+        // A statement that cannot be prepared fails the pipeline without being remembered.
+        #expect(throws: PostgresError.self) { try connection.pipeline(["SELEC 1"], prepared: true) }
+        #expect(throws: PostgresError.self) { try connection.pipeline(["SELEC 1"], prepared: true) }
+        #expect(try connection.pipeline(["SELECT 1 AS one"], prepared: true)[0][0].decode("one", as: Int.self) == 1)
+        // NUL cannot travel in libpq's strings: refused before anything is sent.
+        let nul = try #require(throws: PostgresError.self) { try connection.pipeline(["SELECT \("a\u{0}b")"]) }
+        #expect(nul.kind == .misuse)
+        #expect(connection.isHealthy)
+    }
+
+    @Test("a pipeline on a connection whose backend was terminated reports the connection lost")
+    func lostConnection() throws {
+        let database = try TestDatabase.create()
+        defer { database.drop() }
+        let connection = try PostgresConnection(configuration: database.configuration)
+        let admin = try PostgresConnection(configuration: database.configuration)
+        let pid: Int = try connection.query("SELECT pg_backend_pid() AS pid")[0].decode("pid")
+        #expect(try terminateBackends([pid], using: admin))
+        let error = try #require(throws: PostgresError.self) {
+            try connection.pipeline(["SELECT 1", "SELECT 2"], prepared: true)
+        }
+        #expect(error.isConnectionError)
+        #expect(!connection.isHealthy)
+        #expect(connection.reset())
+        #expect(try connection.pipeline(["SELECT 3 AS v"], prepared: true)[0][0].decode("v", as: Int.self) == 3)
+    }
+}
