@@ -64,7 +64,7 @@ struct PlannedResponse {
 
     /// Plans a response received at `receivedAt`, after `previousSnoozes` snoozes of its notification.
     init(_ item: IngestItem, receivedAt: Date, previousSnoozes: Int) {
-        responseID = UUID()
+        responseID = UUID.timeOrdered()
         let response = item.response
         let decision = item.decision
         var outcome = RuleEngine.outcome(of: decision.rule?.handler)
@@ -88,7 +88,7 @@ struct PlannedResponse {
             }
         }
         self.outcome = outcome
-        followUps = planned.map { (UUID(), $0, receivedAt.addingTimeInterval(TimeInterval($0.delaySeconds))) }
+        followUps = planned.map { (UUID.timeOrdered(), $0, receivedAt.addingTimeInterval(TimeInterval($0.delaySeconds))) }
         cancelsSnoozesOf = outcome == .snoozed || outcome == .snoozeLimitReached ? nil : response.notificationIdentifier
         decidedAt = response.respondedAt ?? receivedAt
         answer = .object([

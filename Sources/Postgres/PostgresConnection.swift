@@ -370,7 +370,11 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// libpq takes NUL-terminated strings, so an embedded NUL would silently cut the text short.
     private static func checkForNUL(_ query: PostgresQuery) throws {
-        guard !query.sql.utf8.contains(0), !query.binds.contains(where: { $0?.utf8.contains(0) ?? false }) else {
+        func hasNUL(_ text: String) -> Bool {
+            var text = text
+            return text.withUTF8 { bytes in bytes.count > 0 && memchr(bytes.baseAddress!, 0, bytes.count) != nil }
+        }
+        guard !hasNUL(query.sql), !query.binds.contains(where: { $0.map(hasNUL) ?? false }) else {
             throw PostgresError(kind: .misuse, message: "SQL text and parameters cannot contain NUL characters")
         }
     }

@@ -147,3 +147,23 @@ struct JSONRecordsTests {
         #expect(Hex.encode(bytes) == bytes.map { String(format: "%02x", $0) }.joined())
     }
 }
+
+@Suite("Time-ordered ids")
+struct TimeOrderedIDTests {
+    @Test("version 7 UUIDs carry their millisecond, sort by time and do not repeat")
+    func version7() {
+        let start = Date(timeIntervalSince1970: 1_795_168_800.123)
+        let ids = (0..<1000).map { UUID.timeOrdered(at: Date(timeIntervalSince1970: Double(1_795_168_800_123 + $0) / 1000)) }
+        for id in ids {
+            let text = id.lowercasedString
+            #expect(text.wholeMatch(of: /[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}/) != nil)
+        }
+        let milliseconds = String(1_795_168_800_123, radix: 16)
+        let timeDigits = String(repeating: "0", count: 12 - milliseconds.count) + milliseconds
+        #expect(ids.first!.lowercasedString.hasPrefix(timeDigits.prefix(8) + "-" + timeDigits.dropFirst(8)))
+        let texts = ids.map(\.lowercasedString)
+        #expect(zip(texts, texts.dropFirst()).allSatisfy { $0 < $1 })
+        let sameMillisecond = (0..<1000).map { _ in UUID.timeOrdered(at: start) }
+        #expect(Set(sameMillisecond).count == 1000)
+    }
+}
