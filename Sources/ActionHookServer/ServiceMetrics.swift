@@ -11,8 +11,19 @@ public final class ServiceMetrics: HTTPServerObserver, Sendable {
     /// The registry the `/metrics` route renders.
     public let registry: PrometheusCollectorRegistry
     let factory: PrometheusMetricsFactory
-    private let requestCounters = Locked([String: CoreMetrics.Counter]())
-    private let requestTimers = Locked([String: CoreMetrics.Timer]())
+    /// The request counter and timer for each method, route and status seen, found with one lookup.
+    private let requestMetrics = Locked([RequestKey: RequestMetrics]())
+
+    private struct RequestKey: Hashable {
+        var method: HTTPMethod
+        var route: String
+        var status: Int
+    }
+
+    private struct RequestMetrics {
+        var counter: CoreMetrics.Counter
+        var timer: CoreMetrics.Timer
+    }
 
     /// Creates the metrics with a fresh registry.
     public init() {
@@ -28,27 +39,23 @@ public final class ServiceMetrics: HTTPServerObserver, Sendable {
 
     /// Counts a request by route and status, and times it by route.
     public func requestFinished(method: HTTPMethod, route: String, status: Int, duration: Duration) {
-        let counterKey = "\(method.rawValue) \(route) \(status)"
-        let counter = requestCounters.withLock { counters in
-            if let existing = counters[counterKey] { return existing }
-            let created = CoreMetrics.Counter(
-                label: "actionhook_http_requests_total",
-                dimensions: [("method", method.rawValue), ("route", route), ("status", String(status))],
-                factory: factory)
-            counters[counterKey] = created
+        let key = RequestKey(method: method, route: route, status: status)
+        let metrics = requestMetrics.withLock { all in
+            if let existing = all[key] { return existing }
+            // The timer is per method and route; the registry hands back the one already made.
+            let created = RequestMetrics(
+                counter: CoreMetrics.Counter(
+                    label: "actionhook_http_requests_total",
+                    dimensions: [("method", method.rawValue), ("route", route), ("status", String(status))],
+                    factory: factory),
+                timer: CoreMetrics.Timer(
+                    label: "actionhook_http_request_duration_seconds",
+                    dimensions: [("method", method.rawValue), ("route", route)], factory: factory))
+            all[key] = created
             return created
         }
-        counter.increment()
-        let timerKey = "\(method.rawValue) \(route)"
-        let timer = requestTimers.withLock { timers in
-            if let existing = timers[timerKey] { return existing }
-            let created = CoreMetrics.Timer(
-                label: "actionhook_http_request_duration_seconds",
-                dimensions: [("method", method.rawValue), ("route", route)], factory: factory)
-            timers[timerKey] = created
-            return created
-        }
-        timer.recordNanoseconds(duration.nanoseconds)
+        metrics.counter.increment()
+        metrics.timer.recordNanoseconds(duration.nanoseconds)
     }
 
     /// A gauge on this registry.

@@ -387,10 +387,19 @@ extension HTTPServer {
         return value
     }
 
-    /// A random (version 4) UUID in lower case, formatted without Foundation.
-    static func generateRequestID() -> String {
+    /// A process-wide random half for generated request ids.
+    static let requestIDSeed: UInt64 = {
         var random = SystemRandomNumberGenerator()
-        var bytes = (random.next() as UInt64, random.next() as UInt64)
+        return random.next()
+    }()
+    static let requestIDCounter = Atomic<UInt64>(0)
+
+    /// A request id in the form of a version 4 UUID in lower case: a random half fixed for the
+    /// process and a counter, so ids never repeat within a process and collide across processes
+    /// only with random chance; no system call per request.
+    static func generateRequestID() -> String {
+        let count = requestIDCounter.add(1, ordering: .relaxed).newValue
+        var bytes = (requestIDSeed, count.bigEndian)
         return withUnsafeMutableBytes(of: &bytes) { raw in
             raw[6] = (raw[6] & 0x0F) | 0x40
             raw[8] = (raw[8] & 0x3F) | 0x80

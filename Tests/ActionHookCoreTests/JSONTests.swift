@@ -60,6 +60,19 @@ struct JSONTests {
         #expect(throws: JSONParseError.self) { try JSONParser.parse(#"{"é":1,"e\u0301":2}"#) }
     }
 
+    @Test("dot paths step through members and array indexes; empty names are names")
+    func paths() throws {
+        let value = try JSONParser.parse(#"{"a":{"b":[10,{"c":"d"}],"":{"x":1}},"é":2,"a.b":3}"#)
+        #expect(value.value(atPath: "a.b.0") == .integer(10))
+        #expect(value.value(atPath: "a.b.1.c") == .string("d"))
+        #expect(value.value(atPath: "a..x") == .integer(1))
+        #expect(value.value(atPath: "e\u{301}") == .integer(2))
+        #expect(value.value(atPath: "a.b") == value.objectValue?["a"]?.objectValue?["b"])
+        for missing in ["", "a.b.2", "a.b.x", "a.b.-1", "a.b.0.c", "b", "a.b.", "a.b.1.c.d"] {
+            #expect(value.value(atPath: missing) == nil, "\(missing)")
+        }
+    }
+
     @Test("equal values written canonically give equal bytes whatever their member order")
     func canonical() throws {
         let first = try JSONParser.parse(#"{"b":1,"a":{"y":[1,2],"x":"é"}}"#)

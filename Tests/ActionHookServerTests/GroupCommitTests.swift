@@ -152,8 +152,14 @@ struct NULCharacterTests {
         let text = try api.ingest(key: key, json: #"{"actionIdentifier":"a","userText":"x\u0000y"}"#)
         #expect(text.status == 422)
         #expect((text.json["errors"] as? [[String: String]])?.first?["pointer"] == "/userText")
+        let nested = try api.ingest(key: key, json: #"{"actionIdentifier":"a","userInfo":{"list":[1,{"v":"\u0000"}]}}"#)
+        #expect((nested.json["errors"] as? [[String: String]])?.first?["pointer"] == "/userInfo/list/1/v")
         let rename = try api.admin("PATCH", "/v1/apps/nul-app", json: #"{"name":"a\u0000b"}"#)
         #expect(rename.status == 422)
         #expect(try api.count("SELECT count(*) AS n FROM responses") == 0)
+        // An escaped backslash followed by "u0000" is six ordinary characters.
+        let literal = try api.ingest(key: key, json: #"{"actionIdentifier":"a","userText":"\\u0000 is text"}"#)
+        #expect(literal.status == 202)
+        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE user_text = '\\u0000 is text'") == 1)
     }
 }

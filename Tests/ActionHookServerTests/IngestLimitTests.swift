@@ -157,16 +157,25 @@ struct IngestLimitTests {
                 "not json \(index)")
         }
         let valid = Array(#"{"actionIdentifier": "open", "userText": "\#(Self.seeded)"}"#.utf8)
-        for contentType in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", nil] {
+        for contentType in [
+            "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx",
+            "application/json-seq", "+json", "application/json5", "", nil,
+        ] {
             Self.expectProblem(
                 try Self.rawIngest(api, key: key, contentType: contentType, body: valid), 415,
                 "content type \(contentType ?? "none")")
         }
         #expect(try api.count("SELECT count(*) AS n FROM responses") == 0)
         // The same body with a JSON media type (parameters allowed) is fine.
-        let accepted = try Self.rawIngest(api, key: key, contentType: "application/json; charset=utf-8", body: valid)
-        #expect(accepted.status == 202)
-        #expect(try api.count("SELECT count(*) AS n FROM responses") == 1)
+        let jsonTypes = [
+            "application/json; charset=utf-8", "Application/JSON", " application/json ;x=1", "application/vnd.api+json",
+            "APPLICATION/PROBLEM+JSON",
+        ]
+        for contentType in jsonTypes {
+            let accepted = try Self.rawIngest(api, key: key, contentType: contentType, body: valid)
+            #expect(accepted.status == 202, "content type \(contentType)")
+        }
+        #expect(try api.count("SELECT count(*) AS n FROM responses") == jsonTypes.count)
     }
 
     @Test("per-app rate limit: 429 with Retry-After, refused requests store nothing, other apps unaffected")

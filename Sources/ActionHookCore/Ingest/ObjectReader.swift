@@ -63,7 +63,8 @@ struct Diagnostics {
 struct ObjectReader {
     let object: JSONObject
     let pointer: String
-    private var known: Set<String> = []
+    // A handful of names: scanning an array beats hashing them.
+    private var known: [String] = []
 
     init(_ object: JSONObject, at pointer: String) {
         self.object = object
@@ -90,7 +91,7 @@ struct ObjectReader {
 
     /// The raw value of member `key`, `null` included; marks the name as known.
     mutating func raw(_ key: String) -> JSONValue? {
-        known.insert(key)
+        known.append(key)
         return object[key]
     }
 
@@ -158,7 +159,7 @@ struct ObjectReader {
 
     /// Marks names as known without reading them.
     mutating func allow(_ keys: String...) {
-        known.formUnion(keys)
+        known.append(contentsOf: keys)
     }
 
     /// Records every member not asked for: server-owned names say so, the others are unknown.

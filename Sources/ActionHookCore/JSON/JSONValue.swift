@@ -56,10 +56,13 @@ public enum JSONValue: Sendable, Equatable {
     /// The value at a dot path (`a.b.0.c`): object members by name, array elements by index.
     public func value(atPath path: String) -> JSONValue? {
         var current = self
-        for component in path.split(separator: ".", omittingEmptySubsequences: false) {
+        var rest = Substring(path)
+        while true {
+            let end = rest.firstIndex(of: ".") ?? rest.endIndex
+            let component = rest[..<end]
             switch current {
             case .object(let object):
-                guard let next = object[String(component)] else { return nil }
+                guard let next = object.members.first(where: { $0.key == component })?.value else { return nil }
                 current = next
             case .array(let array):
                 guard let index = Int(component), array.indices.contains(index) else { return nil }
@@ -67,8 +70,9 @@ public enum JSONValue: Sendable, Equatable {
             default:
                 return nil
             }
+            guard end < rest.endIndex else { return current }
+            rest = rest[rest.index(after: end)...]
         }
-        return current
     }
 
     /// The name of the value's JSON type, for error messages that must not quote the value.

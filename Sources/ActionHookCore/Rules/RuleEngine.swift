@@ -25,10 +25,14 @@ public struct PlannedFollowUp: Sendable, Equatable {
 public enum RuleEngine {
     /// The first enabled rule, in ascending (priority, id), whose match holds for `response`, or nil.
     public static func firstMatch(for response: NotificationResponse, in rules: [Rule]) -> Rule? {
-        rules
-            .filter(\.enabled)
-            .sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }
-            .first { $0.match.matches(response) }
+        // Rules usually arrive in order already (the cache keeps them so): then no copy is made.
+        let ordered = rules.indices.dropLast().allSatisfy { !precedes(rules[$0 + 1], rules[$0]) }
+        return (ordered ? rules : rules.sorted(by: precedes)).first { $0.enabled && $0.match.matches(response) }
+    }
+
+    /// The order rules are tried in: lower priority first, then by id.
+    public static func precedes(_ lhs: Rule, _ rhs: Rule) -> Bool {
+        (lhs.priority, lhs.id) < (rhs.priority, rhs.id)
     }
 
     /// The subject: `userInfo[category.subjectKey]` (a member of that name, else a dot path) as text,

@@ -88,7 +88,9 @@ struct APIContext: Sendable {
     /// The app's rules and categories, from the cache.
     func ruleSet(appID: String) throws -> AppCache.Rules {
         try cache.rules(appID: appID) {
-            AppCache.Rules(rules: try rules.all(appID: appID), categories: try categories.all(appID: appID))
+            AppCache.Rules(
+                rules: try rules.all(appID: appID).sorted(by: RuleEngine.precedes),
+                categories: try categories.all(appID: appID))
         }
     }
 }

@@ -5,16 +5,46 @@ import MicroHTTPD
 extension HTTPRequest {
     /// The body as JSON: 415 unless the content type is JSON, 400 when it does not parse.
     func jsonBody(maxDepth: Int = 64) throws -> JSONValue {
-        let mediaType = headers["content-type"]?.split(separator: ";").first?
-            .trimmingCharacters(in: .whitespaces).lowercased()
-        guard let mediaType, mediaType == "application/json" || mediaType.hasSuffix("+json") else {
+        guard let contentType = headers["content-type"], Self.isJSON(mediaType: contentType) else {
             throw APIError.unsupportedMediaType
         }
         let value = try JSONParser.parse(body, maxDepth: maxDepth)
-        if let pointer = value.pointerToNUL {
+        // A raw NUL is a syntax error, so U+0000 can only come from a `\u0000` escape: walk the value
+        // for it only when the bytes hold one.
+        if Self.containsEscapedNUL(body), let pointer = value.pointerToNUL {
             throw ValidationFailure.invalid([FieldError(pointer: pointer, detail: "must not contain the character U+0000")])
         }
         return value
+    }
+
+    /// Whether `bytes` hold the six characters `\u0000`.
+    static func containsEscapedNUL(_ bytes: [UInt8]) -> Bool {
+        let escape = Array(#"\u0000"#.utf8)
+        return bytes.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return false }
+            var index = 0
+            while buffer.count - index >= escape.count {
+                guard let found = memchr(base + index, Int32(escape[0]), buffer.count - index) else { return false }
+                let start = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+                if buffer.count - start >= escape.count && buffer[start..<start + escape.count].elementsEqual(escape) {
+                    return true
+                }
+                index = start + 1
+            }
+            return false
+        }
+    }
+
+    /// Whether a `Content-Type` value names JSON: `application/json` or any `+json` type, in any case,
+    /// parameters ignored.
+    static func isJSON(mediaType value: String) -> Bool {
+        let bytes = value.utf8.prefix { $0 != UInt8(ascii: ";") }
+            .drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
+        func lowercased(_ byte: UInt8) -> UInt8 { (0x41...0x5A).contains(byte) ? byte | 0x20 : byte }
+        let exact = "application/json".utf8
+        if bytes.count == exact.count && zip(bytes, exact).allSatisfy({ lowercased($0) == $1 }) { return true }
+        let suffix = "+json".utf8
+        return bytes.count > suffix.count && zip(bytes.suffix(suffix.count), suffix).allSatisfy { lowercased($0) == $1 }
     }
 
     /// The `limit` and `cursor` query items.
