@@ -128,7 +128,7 @@ public struct IngestWriter: Sendable {
 
     /// Stores one response and its follow-ups in one transaction.
     public func ingest(_ item: IngestItem) throws -> IngestResult {
-        try pool.transaction { connection in try ingestTogether([item], connection: connection)[0].get() }
+        try pool.pipelinedTransaction { send in try ingestTogether([item], send: send) }[0].get()
     }
 
     /// Stores several responses in one transaction and returns one result per item, in order.
@@ -138,16 +138,16 @@ public struct IngestWriter: Sendable {
     public func ingest(batch items: [IngestItem]) -> [Result<IngestResult, any Error>] {
         guard items.count > 1 else { return items.map { item in Result { try ingest(item) } } }
         do {
-            return try pool.transaction { connection in try ingestTogether(items, connection: connection) }
+            return try pool.pipelinedTransaction { send in try ingestTogether(items, send: send) }
         } catch {
             return items.map { item in Result { try ingest(item) } }
         }
     }
 
-    /// The whole write inside an open transaction, in two round trips: one pipeline takes the
-    /// idempotency locks and reads what they guard, the other writes every row.
-    private func ingestTogether(_ items: [IngestItem], connection: PostgresConnection) throws
-        -> [Result<IngestResult, any Error>]
+    /// The whole write as one transaction of two round trips: one pipeline takes the idempotency
+    /// locks and reads what they guard; the statements returned write every row, with the commit.
+    private func ingestTogether(_ items: [IngestItem], send: ([PostgresQuery]) throws -> [PostgresRows]) throws
+        -> (value: [Result<IngestResult, any Error>], commitWith: [PostgresQuery])
     {
         var results = [Result<IngestResult, any Error>?](repeating: nil, count: items.count)
         // A key twice in one batch: the later ones are concurrent with the first.
@@ -169,14 +169,18 @@ public struct IngestWriter: Sendable {
         }
 
         // The locks come first, in a statement of their own: each later statement reads with a
-        // snapshot taken after them, so it sees whatever a previous holder committed.
+        // snapshot taken after them, so it sees whatever a previous holder committed. Statements
+        // whose plan depends on table sizes are not kept prepared (a plan made while the table was
+        // empty would scan it whole once it is not).
         var reads: [PostgresQuery] = [
-            """
-            SELECT k.ordinality::int AS position, pg_try_advisory_xact_lock(hashtextextended(k.key, 0)) AS locked,
-                now() AS now
-            FROM unnest(\(candidates.map { items[$0].lockKey })::text[]) WITH ORDINALITY AS k(key, ordinality)
-            ORDER BY k.ordinality
-            """,
+            (
+                """
+                SELECT k.ordinality::int AS position, pg_try_advisory_xact_lock(hashtextextended(k.key, 0)) AS locked,
+                    now() AS now
+                FROM unnest(\(candidates.map { items[$0].lockKey })::text[]) WITH ORDINALITY AS k(key, ordinality)
+                ORDER BY k.ordinality
+                """ as PostgresQuery
+            ).prepared,
             """
             SELECT r.app_id, r.idempotency_key, r.request_hash, r.answer
             FROM responses r
@@ -195,9 +199,9 @@ public struct IngestWriter: Sendable {
                 FROM unnest(\(snoozing.apps)::text[], \(snoozing.notifications)::text[]) AS k(app_id, notification)
                 """)
         }
-        let read = try connection.pipeline(reads, prepared: true)
+        let read = try send(reads)
         let locks = read[0]
-        guard let receivedAt = try locks.first?.decode("now", as: Date.self) else { return results.map { $0! } }
+        guard let receivedAt = try locks.first?.decode("now", as: Date.self) else { return (results.map { $0! }, []) }
         var locked: [Int] = []
         for row in locks {
             let index = candidates[try row.decode("position", as: Int.self) - 1]
@@ -234,12 +238,10 @@ public struct IngestWriter: Sendable {
             entries.append((item, plan))
             entryIndexes.append(index)
         }
-        let writes = Batch(entries: entries).statements
-        if !writes.isEmpty { _ = try connection.pipeline(writes, prepared: true) }
         for (position, index) in entryIndexes.enumerated() {
             results[index] = .success(.created(entries[position].1.answer))
         }
-        return results.map { $0! }
+        return (results.map { $0! }, Batch(entries: entries).statements)
     }
 
     static func replay(_ item: IngestItem, row: PostgresRow) throws -> IngestResult {
@@ -303,7 +305,7 @@ struct Batch {
             responses.add("answer", plan.answer)
             responses.endRecord()
         }
-        statements.append(
+        statements.append((
             """
             INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier, category_identifier,
                 notification_identifier, user_text, user_info, device_token, client_response_id, responded_at,
@@ -316,7 +318,7 @@ struct Batch {
                 category_identifier text, notification_identifier text, user_text text, user_info json,
                 device_token text, client_response_id text, responded_at timestamptz, outcome text, rule_id text,
                 subject text, answer json)
-            """)
+            """ as PostgresQuery).prepared)
 
         var cancelledInBatch = Set<UUID>()
         var snoozesByNotification: [String: [UUID]] = [:]
@@ -349,7 +351,7 @@ struct Batch {
             }
         }
         if followUps.count > 0 {
-            statements.append(
+            statements.append((
                 """
                 INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze, notification_identifier,
                     device_token, payload, due_at, status)
@@ -358,7 +360,7 @@ struct Batch {
                 FROM json_to_recordset(\(PostgresJSON(followUps.text))::json) AS f(
                     app_id text, id uuid, response_id uuid, ordinal integer, channel text, is_snooze boolean,
                     notification_identifier text, device_token text, payload json, due_at timestamptz, status text)
-                """)
+                """ as PostgresQuery).prepared)
         }
 
         // One row per (app, subject, device): the latest decision of the batch wins.
@@ -387,7 +389,7 @@ struct Batch {
             decisions.endRecord()
         }
         if decisions.count > 0 {
-            statements.append(
+            statements.append((
                 """
                 INSERT INTO subject_decisions (app_id, subject, device_token, outcome, response_id, decided_at)
                 SELECT d.app_id, d.subject, d.device_token, d.outcome, d.response_id, d.decided_at
@@ -396,13 +398,13 @@ struct Batch {
                 ON CONFLICT (app_id, subject, device_token) DO UPDATE
                     SET outcome = EXCLUDED.outcome, response_id = EXCLUDED.response_id, decided_at = EXCLUDED.decided_at
                     WHERE subject_decisions.decided_at <= EXCLUDED.decided_at
-                """)
+                """ as PostgresQuery).prepared)
         }
 
         let appsWithFollowUps = Array(Set(entries.filter { !$0.1.followUps.isEmpty }.map { $0.0.appID })).sorted()
         if !appsWithFollowUps.isEmpty {
-            statements.append(
-                "SELECT pg_notify(\(Channels.followUps), app) FROM unnest(\(appsWithFollowUps)::text[]) AS app")
+            statements.append((
+                "SELECT pg_notify(\(Channels.followUps), app) FROM unnest(\(appsWithFollowUps)::text[]) AS app" as PostgresQuery).prepared)
         }
         return statements
     }

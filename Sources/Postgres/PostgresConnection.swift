@@ -30,7 +30,7 @@ public final class PostgresConnection: @unchecked Sendable {
     // Set when a ROLLBACK after a failed transaction body could not be sent: the session state is
     // then unknown, so the connection must not be reused.
     private var isBroken = false
-    // The statements prepared on this session by `pipeline(_:prepared:)`: SQL text → statement name.
+    // The statements prepared on this session by `pipeline(_:)`: SQL text → statement name.
     private var preparedStatements: [String: String] = [:]
     /// The most statements one session keeps prepared; past it, statements run unprepared.
     static let preparedStatementLimit = 64
@@ -210,6 +210,13 @@ public final class PostgresConnection: @unchecked Sendable {
         return value
     }
 
+    /// After a failure: rolls back the transaction if one is open (or failed); if that cannot be
+    /// done, the connection is marked unusable.
+    func rollbackIfOpen() {
+        guard PQtransactionStatus(handle) != PQTRANS_IDLE else { return }
+        rollbackAfterFailure()
+    }
+
     private func rollbackAfterFailure() {
         do {
             try execute("ROLLBACK")
@@ -279,15 +286,15 @@ public final class PostgresConnection: @unchecked Sendable {
     /// pipeline is one implicit transaction). Once a statement fails the rest are skipped, and the
     /// first failure is thrown; inside an open transaction, that transaction has then failed.
     ///
-    /// With `prepared`, each distinct SQL text is parsed and planned once per connection and kept as a
-    /// named prepared statement (up to a limit), so later pipelines send only parameters: for
-    /// statements that run over and over with the same text. The corresponding C functions are
+    /// A statement marked ``PostgresQuery/prepared`` is parsed and planned once per connection and
+    /// kept as a named prepared statement (up to a limit), so later pipelines send only its
+    /// parameters. The corresponding C functions are
     /// `PQenterPipelineMode`, `PQsendPrepare`, `PQsendQueryPrepared`, `PQsendQueryParams`,
     /// `PQpipelineSync`, `PQgetResult` and `PQexitPipelineMode`.
     ///
     /// - Returns: Each statement's rows, in order.
     /// - Throws: ``PostgresError`` of kind `.server` (with `sqlState`), `.connectionLost` or `.misuse`.
-    public func pipeline(_ queries: [PostgresQuery], prepared: Bool = false) throws -> [PostgresRows] {
+    public func pipeline(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
         guard !queries.isEmpty else { return [] }
         for query in queries { try Self.checkForNUL(query) }
         guard PQenterPipelineMode(handle) == 1 else {
@@ -304,7 +311,7 @@ public final class PostgresConnection: @unchecked Sendable {
         var sent = true
         for query in queries where sent {
             var name: String?
-            if prepared {
+            if query.isPrepared {
                 name = preparedStatements[query.sql] ?? newNames[query.sql]
                 if name == nil && preparedStatements.count + newNames.count < Self.preparedStatementLimit {
                     let newName = "actionhook_\(preparedStatements.count + newNames.count + 1)"

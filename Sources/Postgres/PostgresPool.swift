@@ -120,6 +120,51 @@ public final class PostgresPool: @unchecked Sendable {
         return value
     }
 
+    /// Runs a transaction as pipelines (see ``PostgresConnection/pipeline(_:)``) on a pooled
+    /// connection: `BEGIN` goes out with the first statements `body` sends and `COMMIT` with the
+    /// statements it returns, so a transaction that reads once and then writes takes two round trips.
+    ///
+    /// `body` gets a `send` function that runs statements and returns their rows; it returns its
+    /// value and the statements to run just before `COMMIT`. If anything fails the transaction is
+    /// rolled back. A connection error before `COMMIT` was sent (say a backend that died while the
+    /// connection sat idle) runs `body` once more on another connection, as ``transaction(_:)``
+    /// retries `BEGIN`: nothing of the first try can have taken effect.
+    ///
+    /// - Throws: As ``withConnection(_:)`` and ``PostgresConnection/pipeline(_:)``, or what
+    ///   `body` throws.
+    public func pipelinedTransaction<T>(
+        _ body: (_ send: ([PostgresQuery]) throws -> [PostgresRows]) throws -> (value: T, commitWith: [PostgresQuery])
+    ) throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            var sends = 0
+            var committing = false
+            do {
+                return try withConnection { connection in
+                    do {
+                        let (value, last) = try body { queries in
+                            sends += 1
+                            guard sends == 1 else { return try connection.pipeline(queries) }
+                            return Array(try connection.pipeline(["BEGIN"] + queries).dropFirst())
+                        }
+                        committing = true
+                        _ = try connection.pipeline((sends == 0 ? ["BEGIN"] : []) + last + ["COMMIT"])
+                        return value
+                    } catch {
+                        connection.rollbackIfOpen()
+                        throw error
+                    }
+                }
+            } catch let error as PostgresError where error.isConnectionError && !committing && attempt == 1 {
+                // COMMIT was never sent, so the transaction died with the connection: nothing took effect.
+                logger?.warning(
+                    "PostgreSQL connection was lost at the start of a transaction; retrying on another connection",
+                    metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
     /// The pool's counters at this moment.
     public var statistics: PostgresPoolStatistics {
         condition.lock()

@@ -19,6 +19,21 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
     /// The number of bound parameters.
     public var bindCount: Int { binds.count }
 
+    /// Whether a pipeline keeps this statement prepared on its connection; see ``prepared``.
+    public private(set) var isPrepared = false
+
+    /// This statement, to be parsed and planned once per connection by
+    /// ``PostgresConnection/pipeline(_:)`` and kept as a named prepared statement.
+    ///
+    /// For statements that run over and over and whose best plan does not depend on the data, such
+    /// as inserts from parameters: the plan is made once, possibly while a table is still empty, and
+    /// kept until the server invalidates it. A lookup or a join keeps its plan fresh unprepared.
+    public var prepared: PostgresQuery {
+        var copy = self
+        copy.isPrepared = true
+        return copy
+    }
+
     /// Creates a query from SQL text assembled by the caller, with parameters for its `$n` placeholders.
     ///
     /// Nothing here keeps values out of the SQL text: never build `unsafeSQL` from input.

@@ -13,13 +13,13 @@ struct PipelineTests {
         try connection.execute("CREATE TABLE items (n int PRIMARY KEY, label text)")
         for prepared in [false, true, true] {
             let base = prepared ? 100 : 0
-            let results = try connection.pipeline(
-                [
-                    "INSERT INTO items SELECT n, 'x' FROM unnest(\([base + 1, base + 2, base + 3])::int[]) AS n",
-                    "UPDATE items SET label = \("it's \"quoted\"") WHERE n = \(base + 2)",
-                    "SELECT n, label FROM items WHERE n > \(base) ORDER BY n",
-                    "SELECT count(*)::int AS total FROM items",
-                ], prepared: prepared)
+            let statements: [PostgresQuery] = [
+                "INSERT INTO items SELECT n, 'x' FROM unnest(\([base + 1, base + 2, base + 3])::int[]) AS n",
+                "UPDATE items SET label = \("it's \"quoted\"") WHERE n = \(base + 2)",
+                "SELECT n, label FROM items WHERE n > \(base) ORDER BY n",
+                "SELECT count(*)::int AS total FROM items",
+            ]
+            let results = try connection.pipeline(prepared ? statements.map(\.prepared) : statements)
             #expect(results.count == 4)
             #expect(results[0].affectedRows == 3)
             #expect(results[1].affectedRows == 1)
@@ -41,15 +41,16 @@ struct PipelineTests {
         }
         #expect(try preparedCount() == 0)
         for value in 1...5 {
-            let rows = try connection.pipeline(
-                ["SELECT \(value)::int + 1 AS v", "SELECT \(value)::int * 2 AS v", "SELECT \(value)::int + 1 AS v"],
-                prepared: true)
-            #expect(try rows.map { try $0[0].decode("v", as: Int.self) } == [value + 1, value * 2, value + 1])
+            let statements: [PostgresQuery] = [
+                "SELECT \(value)::int + 1 AS v", "SELECT \(value)::int * 2 AS v", "SELECT \(value)::int + 1 AS v",
+            ]
+            let rows = try connection.pipeline(statements.map(\.prepared) + ["SELECT \(value)::int - 1 AS v"])
+            #expect(try rows.map { try $0[0].decode("v", as: Int.self) } == [value + 1, value * 2, value + 1, value - 1])
         }
         #expect(try preparedCount() == 2)
         // Past the limit, statements still run, unprepared.
         for value in 0..<80 {
-            let rows = try connection.pipeline([PostgresQuery(unsafeSQL: "SELECT \(value)::int AS v")], prepared: true)
+            let rows = try connection.pipeline([PostgresQuery(unsafeSQL: "SELECT \(value)::int AS v").prepared])
             #expect(try rows[0][0].decode("v", as: Int.self) == value)
         }
         #expect(try preparedCount() == 64)
@@ -63,12 +64,11 @@ struct PipelineTests {
         try connection.execute("CREATE TABLE items (n int PRIMARY KEY)")
         for prepared in [false, true] {
             // Outside a transaction the pipeline is one implicit transaction: nothing of it stays.
+            let statements: [PostgresQuery] = [
+                "INSERT INTO items VALUES (\(1))", "INSERT INTO items VALUES (\(1))", "INSERT INTO items VALUES (\(2))",
+            ]
             let error = try #require(throws: PostgresError.self) {
-                try connection.pipeline(
-                    [
-                        "INSERT INTO items VALUES (\(1))", "INSERT INTO items VALUES (\(1))",
-                        "INSERT INTO items VALUES (\(2))",
-                    ], prepared: prepared)
+                try connection.pipeline(prepared ? statements.map(\.prepared) : statements)
             }
             #expect(error.sqlState == "23505")
             #expect(connection.isHealthy)
@@ -77,15 +77,16 @@ struct PipelineTests {
         // Inside a transaction, the transaction has failed and rolls back.
         #expect(throws: PostgresError.self) {
             try connection.transaction { transaction in
-                _ = try transaction.pipeline(["INSERT INTO items VALUES (\(3))", "SELECT 1/0"], prepared: true)
+                _ = try transaction.pipeline([("INSERT INTO items VALUES (\(3))" as PostgresQuery).prepared, "SELECT 1/0"])
             }
         }
         #expect(connection.isHealthy)
         #expect(try connection.query("SELECT count(*)::int AS n FROM items")[0].decode("n", as: Int.self) == 0)
         // A statement that cannot be prepared fails the pipeline without being remembered.
-        #expect(throws: PostgresError.self) { try connection.pipeline(["SELEC 1"], prepared: true) }
-        #expect(throws: PostgresError.self) { try connection.pipeline(["SELEC 1"], prepared: true) }
-        #expect(try connection.pipeline(["SELECT 1 AS one"], prepared: true)[0][0].decode("one", as: Int.self) == 1)
+        let typo = ("SELEC 1" as PostgresQuery).prepared
+        #expect(throws: PostgresError.self) { try connection.pipeline([typo]) }
+        #expect(throws: PostgresError.self) { try connection.pipeline([typo]) }
+        #expect(try connection.pipeline([("SELECT 1 AS one" as PostgresQuery).prepared])[0][0].decode("one", as: Int.self) == 1)
         // NUL cannot travel in libpq's strings: refused before anything is sent.
         let nul = try #require(throws: PostgresError.self) { try connection.pipeline(["SELECT \("a\u{0}b")"]) }
         #expect(nul.kind == .misuse)
@@ -101,11 +102,72 @@ struct PipelineTests {
         let pid: Int = try connection.query("SELECT pg_backend_pid() AS pid")[0].decode("pid")
         #expect(try terminateBackends([pid], using: admin))
         let error = try #require(throws: PostgresError.self) {
-            try connection.pipeline(["SELECT 1", "SELECT 2"], prepared: true)
+            try connection.pipeline([("SELECT 1" as PostgresQuery).prepared, "SELECT 2"])
         }
         #expect(error.isConnectionError)
         #expect(!connection.isHealthy)
         #expect(connection.reset())
-        #expect(try connection.pipeline(["SELECT 3 AS v"], prepared: true)[0][0].decode("v", as: Int.self) == 3)
+        #expect(try connection.pipeline([("SELECT 3 AS v" as PostgresQuery).prepared])[0][0].decode("v", as: Int.self) == 3)
+    }
+
+    @Test("a pipelined transaction commits with its last statements, and rolls back on any failure")
+    func pipelinedTransaction() throws {
+        let database = try TestDatabase.create()
+        defer { database.drop() }
+        let pool = PostgresPool(configuration: database.configuration, size: 1)
+        defer { pool.close() }
+        try pool.withConnection { try $0.execute("CREATE TABLE items (n int PRIMARY KEY)") }
+        func count() throws -> Int {
+            try pool.withConnection { try $0.query("SELECT count(*)::int AS n FROM items")[0].decode("n") }
+        }
+
+        // Read, decide, write: the write goes out with COMMIT.
+        let seen = try pool.pipelinedTransaction { send -> (value: Int, commitWith: [PostgresQuery]) in
+            let rows = try send(["SELECT count(*)::int AS n FROM items", "SELECT txid_current_if_assigned() AS x"])
+            return (try rows[0][0].decode("n"), [("INSERT INTO items VALUES (\(1))" as PostgresQuery).prepared])
+        }
+        #expect(seen == 0)
+        #expect(try count() == 1)
+        // Nothing sent before the end: BEGIN, the statements and COMMIT in one pipeline.
+        try pool.pipelinedTransaction { _ in ((), ["INSERT INTO items VALUES (\(2))"]) }
+        #expect(try count() == 2)
+
+        // A failing write rolls back the writes sent before it, and the connection stays in the pool.
+        #expect(throws: PostgresError.self) {
+            try pool.pipelinedTransaction { send -> (value: Void, commitWith: [PostgresQuery]) in
+                _ = try send(["INSERT INTO items VALUES (\(3))"])
+                return ((), ["INSERT INTO items VALUES (\(1))"])
+            }
+        }
+        // So does an error thrown by the body.
+        struct Abort: Error {}
+        #expect(throws: Abort.self) {
+            try pool.pipelinedTransaction { send -> (value: Void, commitWith: [PostgresQuery]) in
+                _ = try send(["INSERT INTO items VALUES (\(4))"])
+                throw Abort()
+            }
+        }
+        #expect(try count() == 2)
+        #expect(pool.statistics.idle == 1)
+    }
+
+    @Test("a pipelined transaction whose pooled connection died while idle succeeds on a new one")
+    func pipelinedTransactionRetry() throws {
+        let database = try TestDatabase.create()
+        defer { database.drop() }
+        let pool = PostgresPool(configuration: database.configuration, size: 1)
+        defer { pool.close() }
+        let admin = try PostgresConnection(configuration: database.configuration)
+        try admin.execute("CREATE TABLE items (n int PRIMARY KEY)")
+        let pid: Int = try pool.withConnection { try $0.query("SELECT pg_backend_pid() AS pid")[0].decode("pid") }
+        #expect(try terminateBackends([pid], using: admin))
+        var runs = 0
+        let newPid = try pool.pipelinedTransaction { send -> (value: Int, commitWith: [PostgresQuery]) in
+            runs += 1
+            let pid: Int = try send(["SELECT pg_backend_pid() AS pid"])[0][0].decode("pid")
+            return (pid, ["INSERT INTO items VALUES (\(runs))"])
+        }
+        #expect(newPid != pid)
+        #expect(try admin.query("SELECT n FROM items")[0].decode("n", as: Int.self) == runs)
     }
 }
