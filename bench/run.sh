@@ -12,11 +12,12 @@
 #   actionhook    ActionHook's release build, the full ingest path on a realistic app (bench/setup-app.sh)
 #   actionhook-reject    a request ActionHook refuses with 422 before the database (P3)
 #   actionhook-half      ActionHook paced at half its measured peak (P4), see bench/lua/ingest.lua
+#   actionhook-soak      ActionHook at full load for one long run of BENCH_SOAK seconds (P5's drift)
 # The load comes from wrk with bench/lua/ingest.lua. Server memory is read from /proc/PID/status
 # (VmRSS) every 0.5 s under load. The figures go to bench/results/latest.json (and a copy under
 # bench/results/<run>/), the table to stdout; the exit status is non-zero when a figure falls short.
 #
-# Environment: BENCH_DURATION (15 s), BENCH_RUNS (3), BENCH_WARMUP (5 s), BENCH_CONNECTIONS (64),
+# Environment: BENCH_DURATION (15 s), BENCH_RUNS (3), BENCH_WARMUP (5 s), BENCH_SOAK (300 s), BENCH_CONNECTIONS (64),
 # BENCH_P2_CLIENTS (32), BENCH_WRK_THREADS (2), BENCH_PG_PORT (55432), BENCH_ALLOW_FAIL=1 (report only,
 # exit 0), BENCH_SKIP_BUILD=1 (use the binaries already built), BENCH_ONLY (space-separated contender
 # names to run; the figures that need others are then reported as missing).
@@ -29,6 +30,7 @@ cd "$repo_root"
 duration="${BENCH_DURATION:-15}"
 runs="${BENCH_RUNS:-3}"
 warmup="${BENCH_WARMUP:-5}"
+soak="${BENCH_SOAK:-300}"
 connections="${BENCH_CONNECTIONS:-64}"
 p2_clients="${BENCH_P2_CLIENTS:-32}"
 wrk_threads="${BENCH_WRK_THREADS:-2}"
@@ -42,7 +44,7 @@ actionhook_port=18092
 http_threads=8 # ActionHook's default ACTIONHOOK_HTTP_THREADS; the bare server uses the same
 app_id=bench
 
-for number in "$duration" "$runs" "$warmup" "$connections" "$p2_clients" "$wrk_threads" "$pg_port"; do
+for number in "$duration" "$runs" "$warmup" "$soak" "$connections" "$p2_clients" "$wrk_threads" "$pg_port"; do
     [[ "$number" =~ ^[0-9]+$ && "$number" -gt 0 ]] || {
         echo "bench: BENCH_* settings must be positive integers (got '$number')" >&2
         exit 2
@@ -199,24 +201,39 @@ reset_tables() {
 
 wants() { [[ -z "$only" || " $only " == *" $1 "* ]]; }
 
-# The machine is shared: the load average when each contender starts goes into the results.
-note_load() { echo "$1 $(cut -d' ' -f1-3 /proc/loadavg)" >>"$raw/loadavg.txt"; }
+# The machine may be shared: the share of the CPU busy in the second before each contender starts
+# (when nothing of the benchmark runs) goes into the results.
+note_load() {
+    local before after
+    before="$(awk '/^cpu / { print $2 + $3 + $4 + $6 + $7 + $8, $5 }' /proc/stat)"
+    sleep 1
+    after="$(awk '/^cpu / { print $2 + $3 + $4 + $6 + $7 + $8, $5 }' /proc/stat)"
+    echo "$1 $(echo "$before $after" | awk '{ busy = $3 - $1; idle = $4 - $2; printf "%.1f", (busy + idle > 0) ? 100 * busy / (busy + idle) : 0 }')" \
+        >>"$raw/busy.txt"
+}
 
-# wrk against $2 as contender $1 (extra environment for the Lua script in the remaining arguments).
+# One wrk phase: contender $1, phase $2, $3 seconds against $4 (extra environment for the Lua script
+# in the remaining arguments), with the server's memory sampled meanwhile.
+wrk_phase() {
+    local name="$1" phase="$2" seconds="$3" url="$4"
+    shift 4
+    start_sampler "$raw/$name-$phase.rss"
+    env "$@" BENCH_THREADS="$wrk_threads" BENCH_NONCE="$stamp-$name-$phase" BENCH_OUT="$raw/$name-$phase.json" \
+        wrk -t"$wrk_threads" -c"$connections" -d"${seconds}s" --timeout 10s -s "$bench_dir/lua/ingest.lua" \
+        "$url" >"$raw/$name-$phase.wrk.txt"
+    stop_sampler
+    log "$name $phase: $(cat "$raw/$name-$phase.json")"
+}
+
+# wrk against $2 as contender $1: a warm-up, then BENCH_RUNS measured runs.
 run_wrk() {
     local name="$1" url="$2"
     shift 2
-    local phase seconds
+    local phase
     note_load "$name"
-    for phase in warmup $(seq 1 "$runs"); do
-        seconds="$duration"
-        if [[ "$phase" == warmup ]]; then seconds="$warmup"; fi
-        start_sampler "$raw/$name-$phase.rss"
-        env "$@" BENCH_THREADS="$wrk_threads" BENCH_NONCE="$stamp-$name-$phase" BENCH_OUT="$raw/$name-$phase.json" \
-            wrk -t"$wrk_threads" -c"$connections" -d"${seconds}s" --timeout 10s -s "$bench_dir/lua/ingest.lua" \
-            "$url" >"$raw/$name-$phase.wrk.txt"
-        stop_sampler
-        log "$name $phase: $(cat "$raw/$name-$phase.json")"
+    wrk_phase "$name" warmup "$warmup" "$url" "$@"
+    for phase in $(seq 1 "$runs"); do
+        wrk_phase "$name" "$phase" "$duration" "$url" "$@"
     done
 }
 
@@ -321,7 +338,7 @@ if wants peer; then
     stop_server
 fi
 
-if wants actionhook || wants actionhook-reject || wants actionhook-half; then
+if wants actionhook || wants actionhook-reject || wants actionhook-half || wants actionhook-soak; then
     log "--- ActionHook (release)"
     reset_tables
     start_actionhook
@@ -342,6 +359,13 @@ if wants actionhook || wants actionhook-reject || wants actionhook-half; then
         run_wrk actionhook-half "http://127.0.0.1:$actionhook_port/v1/responses" \
             BENCH_MODE=ingest BENCH_KEY="$ingest_key" BENCH_EXPECT=202 BENCH_RATE="$half"
     fi
+    if wants actionhook-soak; then
+        # The same server, already warm: one long run at full load for memory drift and steadiness.
+        log "soak: $soak s at full load"
+        note_load actionhook-soak
+        wrk_phase actionhook-soak 1 "$soak" "http://127.0.0.1:$actionhook_port/v1/responses" \
+            BENCH_MODE=ingest BENCH_KEY="$ingest_key" BENCH_EXPECT=202
+    fi
     psql_bench -tAc "SELECT 'stored: ' || (SELECT count(*) FROM responses) || ' responses, ' ||
         (SELECT count(*) FROM followups) || ' follow-ups, ' || (SELECT count(*) FROM subject_decisions) ||
         ' subject decisions'" >"$raw/actionhook-rows.txt"
@@ -354,7 +378,7 @@ if [[ -n "$only" ]]; then partial=(--partial); fi
 status=0
 python3 "$bench_dir/report.py" "$raw" "${partial[@]}" \
     --out "$run_dir/results.json" --latest "$results_dir/latest.json" \
-    --setting duration_s="$duration" --setting runs="$runs" --setting warmup_s="$warmup" \
+    --setting duration_s="$duration" --setting runs="$runs" --setting warmup_s="$warmup" --setting soak_s="$soak" \
     --setting connections="$connections" --setting p2_clients="$p2_clients" --setting wrk_threads="$wrk_threads" \
     --setting http_threads="$http_threads" --setting peer_pool_size="${BENCH_PEER_POOL_SIZE:-$connections}" \
     --setting postgres="$("$pg_bin/postgres" --version | awk '{ print $3 }')" \
