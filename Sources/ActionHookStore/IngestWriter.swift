@@ -302,7 +302,8 @@ struct Batch {
             responses.add("outcome", plan.outcome.rawValue)
             responses.add("rule_id", item.decision.rule?.id)
             responses.add("subject", item.decision.subject)
-            responses.add("answer", plan.answer)
+            // As text: the stored answer keeps its member order (jsonb would sort it).
+            responses.add("answer", plan.answer.jsonText)
             responses.endRecord()
         }
         statements.append((
@@ -311,13 +312,13 @@ struct Batch {
                 notification_identifier, user_text, user_info, device_token, client_response_id, responded_at,
                 received_at, outcome, rule_id, subject, answer)
             SELECT r.app_id, r.id, r.idempotency_key, decode(r.request_hash, 'hex'), r.action_identifier,
-                r.category_identifier, r.notification_identifier, r.user_text, r.user_info::jsonb, r.device_token,
-                r.client_response_id, r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer
-            FROM json_to_recordset(\(PostgresJSON(responses.text))::json) AS r(
+                r.category_identifier, r.notification_identifier, r.user_text, r.user_info, r.device_token,
+                r.client_response_id, r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer::json
+            FROM jsonb_to_recordset(\(PostgresJSON(responses.text))::jsonb) AS r(
                 app_id text, id uuid, idempotency_key text, request_hash text, action_identifier text,
-                category_identifier text, notification_identifier text, user_text text, user_info json,
+                category_identifier text, notification_identifier text, user_text text, user_info jsonb,
                 device_token text, client_response_id text, responded_at timestamptz, outcome text, rule_id text,
-                subject text, answer json)
+                subject text, answer text)
             """ as PostgresQuery).prepared)
 
         var cancelledInBatch = Set<UUID>()
@@ -356,10 +357,10 @@ struct Batch {
                 INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze, notification_identifier,
                     device_token, payload, due_at, status)
                 SELECT f.app_id, f.id, f.response_id, f.ordinal, f.channel, f.is_snooze, f.notification_identifier,
-                    f.device_token, f.payload::jsonb, f.due_at, f.status
-                FROM json_to_recordset(\(PostgresJSON(followUps.text))::json) AS f(
+                    f.device_token, f.payload, f.due_at, f.status
+                FROM jsonb_to_recordset(\(PostgresJSON(followUps.text))::jsonb) AS f(
                     app_id text, id uuid, response_id uuid, ordinal integer, channel text, is_snooze boolean,
-                    notification_identifier text, device_token text, payload json, due_at timestamptz, status text)
+                    notification_identifier text, device_token text, payload jsonb, due_at timestamptz, status text)
                 """ as PostgresQuery).prepared)
         }
 
