@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ActionHook's performance benchmark (quality.md P1-P5), in one invocation: `make bench`.
+# ActionHook's performance benchmark (the figures P1-P5 of README.md, "Benchmarks"), in one invocation: `make bench`.
 #
 # Installs what is missing (wrk, gcc, libmicrohttpd-dev, libpq-dev, PostgreSQL with pgbench, curl,
 # python3), builds the contenders, starts a throwaway PostgreSQL (fsync and synchronous_commit on)

@@ -1,10 +1,11 @@
 -- One response per transaction: the row ActionHook stores for the benchmark's request (see bench/run.sh).
+-- Ids are time-ordered like ActionHook's (version 7 UUIDs): the first 48 bits are the Unix time in ms.
 \set k random(1, 9223372036854775806)
 \set ev random(1, 20000)
 INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier, category_identifier,
     notification_identifier, user_text, user_info, device_token, client_response_id, responded_at, received_at,
     outcome, rule_id, subject, answer)
-VALUES ('bench', gen_random_uuid(), 'pgb-' || :client_id || '-' || :k, sha256(('pgb-' || :k)::bytea), 'accept',
+VALUES ('bench', encode(overlay(uuid_send(gen_random_uuid()) PLACING substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::int8) FROM 3) FROM 1 FOR 6), 'hex')::uuid, 'pgb-' || :client_id || '-' || :k, sha256(('pgb-' || :k)::bytea), 'accept',
     'event-invite', 'invite-' || :client_id || '-' || :ev, NULL,
     '{"aps": {"alert": {"title": "Rooftop party", "body": "Saturday 8pm at the Rooftop"}, "category": "event-invite", "mutable-content": 1, "thread-id": "calendar"}, "eventId": 4242, "calendarId": "team-1", "location": "Rooftop", "startsAt": "2026-11-28T20:00:00Z", "organizer": {"id": "u-31", "tier": "standard"}, "recurring": false, "attendees": 12}',
     '0000100000001000000010000000100000001000000010000000100000001000', NULL, '2026-11-20T10:00:00Z', now(),
