@@ -14,7 +14,8 @@ struct JSONTests {
     @Test("written text parses back to the same value, and its size is counted without writing")
     func roundTrip() throws {
         for text in Self.awkward {
-            let value = JSONValue.object(JSONObject([(key: text, value: .array([.string(text), .integer(-12), .null]))]))
+            let value = JSONValue.object(
+                JSONObject([(key: text, value: .array([.string(text), .integer(-12), .null]))]))
             let bytes = value.jsonBytes
             #expect(bytes.count == value.jsonByteCount)
             #expect(try JSONParser.parse(bytes) == value)
@@ -102,8 +103,10 @@ struct TextTests {
         #expect(SecretToken.bearer("bEaReR   abc  ") == "abc")
         #expect(SecretToken.bearer("  Bearer abc") == "abc")
         #expect(SecretToken.bearer("Bearer \t abc\t") == "abc")
-        for refused in [nil, "", "Bearer", "Bearer ", "Bearer    ", "Bearerx abc", "Basic abc", "Beare abc",
-            "Bearer " + String(repeating: "k", count: 513)] as [String?] {
+        for refused in [
+            nil, "", "Bearer", "Bearer ", "Bearer    ", "Bearerx abc", "Basic abc", "Beare abc",
+            "Bearer " + String(repeating: "k", count: 513),
+        ] as [String?] {
             #expect(SecretToken.bearer(refused) == nil)
         }
     }
@@ -140,14 +143,18 @@ struct JSONRecordsTests {
         records.endRecord()
         #expect(records.count == 2)
         let parsed = try JSONParser.parse(records.text)
-        #expect(parsed == .array([
-            .object([
-                "text": .string("quote \" \u{2028} é"), "none": .null, "number": .integer(-42), "flag": .bool(true),
-                "id": .string(id.uuidString.lowercased()), "at": .string("2026-11-20T10:00:00.123Z"), "never": .null,
-                "hash": .string("000fa5ff"), "nested": .object(["a": .array([.null, .string("\n")])]),
-            ]),
-            .object([:]),
-        ]))
+        #expect(
+            parsed
+                == .array([
+                    .object([
+                        "text": .string("quote \" \u{2028} é"), "none": .null, "number": .integer(-42),
+                        "flag": .bool(true),
+                        "id": .string(id.uuidString.lowercased()), "at": .string("2026-11-20T10:00:00.123Z"),
+                        "never": .null,
+                        "hash": .string("000fa5ff"), "nested": .object(["a": .array([.null, .string("\n")])]),
+                    ]),
+                    .object([:]),
+                ]))
     }
 
     @Test("hex and UUID text match Foundation's")
@@ -166,7 +173,9 @@ struct TimeOrderedIDTests {
     @Test("version 7 UUIDs carry their millisecond, sort by time and do not repeat")
     func version7() {
         let start = Date(timeIntervalSince1970: 1_795_168_800.123)
-        let ids = (0..<1000).map { UUID.timeOrdered(at: Date(timeIntervalSince1970: Double(1_795_168_800_123 + $0) / 1000)) }
+        let ids = (0..<1000).map {
+            UUID.timeOrdered(at: Date(timeIntervalSince1970: Double(1_795_168_800_123 + $0) / 1000))
+        }
         for id in ids {
             let text = id.lowercasedString
             #expect(text.wholeMatch(of: /[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}/) != nil)

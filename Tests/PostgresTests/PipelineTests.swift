@@ -45,7 +45,8 @@ struct PipelineTests {
                 "SELECT \(value)::int + 1 AS v", "SELECT \(value)::int * 2 AS v", "SELECT \(value)::int + 1 AS v",
             ]
             let rows = try connection.pipeline(statements.map(\.prepared) + ["SELECT \(value)::int - 1 AS v"])
-            #expect(try rows.map { try $0[0].decode("v", as: Int.self) } == [value + 1, value * 2, value + 1, value - 1])
+            #expect(
+                try rows.map { try $0[0].decode("v", as: Int.self) } == [value + 1, value * 2, value + 1, value - 1])
         }
         #expect(try preparedCount() == 2)
         // Past the limit, statements still run, unprepared.
@@ -77,7 +78,9 @@ struct PipelineTests {
         // Inside a transaction, the transaction has failed and rolls back.
         #expect(throws: PostgresError.self) {
             try connection.transaction { transaction in
-                _ = try transaction.pipeline([("INSERT INTO items VALUES (\(3))" as PostgresQuery).prepared, "SELECT 1/0"])
+                _ = try transaction.pipeline([
+                    ("INSERT INTO items VALUES (\(3))" as PostgresQuery).prepared, "SELECT 1/0",
+                ])
             }
         }
         #expect(connection.isHealthy)
@@ -86,7 +89,9 @@ struct PipelineTests {
         let typo = ("SELEC 1" as PostgresQuery).prepared
         #expect(throws: PostgresError.self) { try connection.pipeline([typo]) }
         #expect(throws: PostgresError.self) { try connection.pipeline([typo]) }
-        #expect(try connection.pipeline([("SELECT 1 AS one" as PostgresQuery).prepared])[0][0].decode("one", as: Int.self) == 1)
+        #expect(
+            try connection.pipeline([("SELECT 1 AS one" as PostgresQuery).prepared])[0][0].decode("one", as: Int.self)
+                == 1)
         // NUL cannot travel in libpq's strings: refused before anything is sent.
         let nul = try #require(throws: PostgresError.self) { try connection.pipeline(["SELECT \("a\u{0}b")"]) }
         #expect(nul.kind == .misuse)
@@ -107,7 +112,8 @@ struct PipelineTests {
         #expect(error.isConnectionError)
         #expect(!connection.isHealthy)
         #expect(connection.reset())
-        #expect(try connection.pipeline([("SELECT 3 AS v" as PostgresQuery).prepared])[0][0].decode("v", as: Int.self) == 3)
+        #expect(
+            try connection.pipeline([("SELECT 3 AS v" as PostgresQuery).prepared])[0][0].decode("v", as: Int.self) == 3)
     }
 
     @Test("a pipelined transaction commits with its last statements, and rolls back on any failure")
