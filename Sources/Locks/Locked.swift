@@ -10,7 +10,7 @@
 /// priority-inheritance futex that spins in user space when contended, and with more request
 /// threads than cores a spinning waiter burns the time slice the holder needs (a third of the
 /// CPU under load, measured with `perf`). A pthread mutex sleeps instead.
-public final class Locked<Value>: @unchecked Sendable {
+public final class Locked<Value: Sendable>: @unchecked Sendable {
     // @unchecked: `value` is only read or written with `mutex` held.
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline var value: Value

@@ -453,7 +453,9 @@ private let mhdLog: ah_mhd_logger = { cls, format, arguments in
     guard let cls, let format, let arguments else { return }
     var buffer = [CChar](repeating: 0, count: 512)
     _ = vsnprintf(&buffer, buffer.count, format, arguments)
-    let message = String(cString: buffer).trimmingCharacters(in: .whitespacesAndNewlines)
+    let length = buffer.firstIndex(of: 0) ?? buffer.count
+    let message = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        .trimmingCharacters(in: .whitespacesAndNewlines)
     Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().logger.debug(
         "libmicrohttpd", metadata: ["message": "\(message)"])
 }

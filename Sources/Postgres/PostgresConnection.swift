@@ -370,6 +370,10 @@ public final class PostgresConnection: @unchecked Sendable {
             throw failure ?? PostgresError(kind: .misuse, message: "the connection could not leave pipeline mode")
         }
         if let failure { throw failure }
+        guard rows.count == queries.count else {
+            isBroken = true
+            throw PostgresError(kind: .misuse, message: "a pipeline returned fewer results than it sent statements")
+        }
         return rows
     }
 

@@ -229,7 +229,7 @@ struct WorkerFaultTests {
             process.arguments = ["serve"]
             process.environment = environment
             if !FileManager.default.fileExists(atPath: log.path) {
-                FileManager.default.createFile(atPath: log.path, contents: nil)
+                _ = FileManager.default.createFile(atPath: log.path, contents: nil)
             }
             let handle = try FileHandle(forWritingTo: log)
             handle.seekToEndOfFile()
