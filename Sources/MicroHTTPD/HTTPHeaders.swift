@@ -51,8 +51,9 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
     }
 
     static func normalize(_ name: String) -> String {
-        // Fast path: most names arrive already lowercased.
+        // Names looked up in code are already lower case; names on the wire are ASCII.
         if name.utf8.allSatisfy({ !(65...90).contains($0) }) { return name }
-        return name.lowercased()
+        guard name.utf8.allSatisfy({ $0 < 0x80 }) else { return name.lowercased() }
+        return String(decoding: name.utf8.map { (65...90).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 }
