@@ -64,7 +64,7 @@ public final class ActionHookService: Sendable {
         OperationsRoutes(pool: pool, metrics: metrics, logger: logger).register(in: &router)
         let batcher = IngestBatcher(
             writer: IngestWriter(pool: pool), writers: configuration.ingestWriters,
-            maxBatch: configuration.ingestBatchMax)
+            maxBatch: configuration.ingestBatchMax, observer: metrics.ingestBatchWritten)
         self.batcher = batcher
         let api = APIContext(pool: pool, configuration: configuration, cache: cache, batcher: batcher, logger: logger)
         api.registerIngestRoutes(in: &router)

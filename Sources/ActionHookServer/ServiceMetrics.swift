@@ -11,6 +11,9 @@ public final class ServiceMetrics: HTTPServerObserver, Sendable {
     /// The registry the `/metrics` route renders.
     public let registry: PrometheusCollectorRegistry
     let factory: PrometheusMetricsFactory
+    private let ingestBatchSize: CoreMetrics.Recorder
+    private let ingestBatchDuration: CoreMetrics.Timer
+
     /// The request counter and timer for each method, route and status seen, found with one lookup.
     private let requestMetrics = Locked([RequestKey: RequestMetrics]())
 
@@ -34,7 +37,17 @@ public final class ServiceMetrics: HTTPServerObserver, Sendable {
             .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
             .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5),
         ]
+        factory.valueHistogramBuckets["actionhook_ingest_batch_size"] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
         self.factory = factory
+        ingestBatchSize = CoreMetrics.Recorder(
+            label: "actionhook_ingest_batch_size", dimensions: [], aggregate: true, factory: factory)
+        ingestBatchDuration = CoreMetrics.Timer(label: "actionhook_ingest_batch_duration_seconds", factory: factory)
+    }
+
+    /// Records one group-commit batch: its size and how long writing it took.
+    @Sendable public func ingestBatchWritten(size: Int, duration: Duration) {
+        ingestBatchSize.record(size)
+        ingestBatchDuration.recordNanoseconds(duration.nanoseconds)
     }
 
     /// Counts a request by route and status, and times it by route.

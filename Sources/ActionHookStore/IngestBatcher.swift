@@ -10,10 +10,13 @@ public final class IngestBatcher: @unchecked Sendable {
     // @unchecked: `queue`, `stopping` and `threads` are only touched with `condition` locked
     // (`threads` also by start/stop, which callers do not run concurrently).
     public typealias Completion = @Sendable (Result<IngestResult, any Error>) -> Void
+    /// Told of every batch written: how many responses it held and how long writing it took.
+    public typealias BatchObserver = @Sendable (_ size: Int, _ duration: Duration) -> Void
 
     let writer: IngestWriter
     let writers: Int
     let maxBatch: Int
+    let observer: BatchObserver?
     private let condition = NSCondition()
     private var queue: [(IngestItem, Completion)] = []
     private var stopping = false
@@ -21,11 +24,12 @@ public final class IngestBatcher: @unchecked Sendable {
     private let stopped = DispatchSemaphore(value: 0)
 
     /// Creates a batcher with `writers` threads and batches of at most `maxBatch` responses.
-    public init(writer: IngestWriter, writers: Int, maxBatch: Int) {
+    public init(writer: IngestWriter, writers: Int, maxBatch: Int, observer: BatchObserver? = nil) {
         precondition(writers >= 1 && maxBatch >= 1, "a batcher needs a writer and room for one response")
         self.writer = writer
         self.writers = writers
         self.maxBatch = maxBatch
+        self.observer = observer
     }
 
     /// Starts the writer threads.
@@ -83,7 +87,9 @@ public final class IngestBatcher: @unchecked Sendable {
             if !queue.isEmpty { condition.signal() }
             condition.unlock()
 
+            let started = ContinuousClock.now
             let results = writer.ingest(batch: batch.map(\.0))
+            observer?(batch.count, ContinuousClock.now - started)
             for ((_, completion), result) in zip(batch, results) { completion(result) }
         }
     }

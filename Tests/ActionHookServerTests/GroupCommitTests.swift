@@ -49,6 +49,11 @@ struct GroupCommitTests {
             try $0.decode("id", as: UUID.self).uuidString.lowercased()
         }
         #expect(Set(stored) == ids.withLock { $0 })
+        // Every response went through a batch: the batch-size histogram counts 64 responses in all.
+        let metrics = try HTTPTestClient(port: api.port).request("GET", "/metrics").text
+        #expect(metrics.contains("actionhook_ingest_batch_size_sum 64.0"))
+        #expect(metrics.contains(#"actionhook_ingest_batch_size_bucket{le="128.0"}"#))
+        #expect(metrics.contains("actionhook_ingest_batch_duration_seconds_count"))
     }
 
     @Test("a key twice in one batch: the first is stored, the later one is 409; a stored key replays or is 422")
