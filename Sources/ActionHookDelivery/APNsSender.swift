@@ -78,7 +78,7 @@ public final class APNsSender: Sendable {
         } catch {
             return .permanent(httpStatus: nil, errorClass: "tls_configuration")
         }
-        var refreshed = false
+        // The token the server refused as expired; a second refusal of a fresh one is final.
         var rejected: String?
         while true {
             let token: APNsProviderToken
@@ -103,8 +103,7 @@ public final class APNsSender: Sendable {
                     return .deadDevice(httpStatus: status, reason: reason)
                 case 400 where reason == "BadDeviceToken":
                     return .deadDevice(httpStatus: status, reason: reason)
-                case 403 where reason == "ExpiredProviderToken" && !refreshed:
-                    refreshed = true
+                case 403 where reason == "ExpiredProviderToken" && rejected == nil:
                     rejected = token.jwt
                     continue
                 case 429, 500..<600:
@@ -176,20 +175,21 @@ public final class APNsSender: Sendable {
 
     /// Closes every connection.
     public func shutdown() async {
-        let all = clients.withLock { clients -> [HTTPClient] in
-            defer { clients.removeAll() }
-            return Array(clients.values)
-        }
-        for client in all { try? await client.shutdown() }
+        // Failing means already shut down (or its event loops are gone): nothing is left to release.
+        for client in takeClients() { try? await client.shutdown() }
     }
 
     /// Closes every connection, blocking the calling thread (never call it on an event loop or from async
     /// code); it needs no thread of the Swift concurrency pool.
     public func syncShutdown() {
-        let all = clients.withLock { clients -> [HTTPClient] in
+        for client in takeClients() { try? client.syncShutdown() }
+    }
+
+    /// Every client, each handed out once: later calls get only clients made since.
+    private func takeClients() -> [HTTPClient] {
+        clients.withLock { clients in
             defer { clients.removeAll() }
             return Array(clients.values)
         }
-        for client in all { try? client.syncShutdown() }
     }
 }

@@ -70,6 +70,7 @@ public final class WebhookSender: Sendable {
     /// async code). It needs no thread of the Swift concurrency pool, so a synchronous `stop()` called from
     /// that pool cannot deadlock waiting for it.
     public func syncShutdown() {
+        // It fails only when already shut down (or its event loops are gone): nothing is left to release.
         try? client.syncShutdown()
     }
 }

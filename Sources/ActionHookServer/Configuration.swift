@@ -11,7 +11,7 @@ public struct Configuration: Sendable {
     public var http: HTTPServerConfiguration
     /// How to reach PostgreSQL.
     public var database: PostgresConfiguration
-    /// Database connections in the pool; defaults to the HTTP thread count.
+    /// Database connections in the pool; defaults to ``defaultPoolSize(httpThreads:ingestWriters:)``.
     public var poolSize: Int
     /// The bootstrap admin token, if configured.
     public var adminToken: String?
@@ -68,8 +68,7 @@ public struct Configuration: Sendable {
         self.deviceRateLimitPerSecond = deviceRateLimitPerSecond
         self.http = http
         self.database = database
-        // Every HTTP thread, every ingest writer and the delivery worker can hold a connection at once.
-        self.poolSize = poolSize ?? http.threads + ingestWriters + 1
+        self.poolSize = poolSize ?? Self.defaultPoolSize(httpThreads: http.threads, ingestWriters: ingestWriters)
         self.adminToken = adminToken
         self.logLevel = logLevel
         self.logFormat = logFormat
@@ -105,7 +104,9 @@ public struct Configuration: Sendable {
             "ACTIONHOOK_DB_STATEMENT_TIMEOUT_MS", default: database.statementTimeoutMilliseconds ?? 5000,
             in: 1...3_600_000)
         let ingestWriters = try reader.integer("ACTIONHOOK_INGEST_WRITERS", default: 2, in: 1...64)
-        let poolSize = try reader.integer("ACTIONHOOK_DB_POOL_SIZE", default: http.threads + ingestWriters + 1, in: 1...1000)
+        let poolSize = try reader.integer(
+            "ACTIONHOOK_DB_POOL_SIZE", default: Self.defaultPoolSize(httpThreads: http.threads, ingestWriters: ingestWriters),
+            in: 1...1000)
 
         let token = environment["ACTIONHOOK_ADMIN_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         if let token, token.utf8.count < 16 {
@@ -193,5 +194,13 @@ struct EnvironmentReader {
             throw ConfigurationError(variable: name, problem: "must be one of \(choices.keys.sorted().joined(separator: ", "))")
         }
         return chosen
+    }
+}
+
+extension Configuration {
+    /// The pool size when none is configured: every HTTP thread, every ingest writer and the delivery
+    /// worker can hold a connection at once.
+    public static func defaultPoolSize(httpThreads: Int, ingestWriters: Int) -> Int {
+        httpThreads + ingestWriters + 1
     }
 }

@@ -79,7 +79,7 @@ public final class ActionHookService: Sendable {
     deinit {
         // A service dropped without stop() (one made only to list its routes, say) still owns HTTP
         // clients, and AsyncHTTPClient traps in debug builds when one is released without being shut
-        // down. After stop() these calls do nothing.
+        // down. After stop() the clients are shut down already and these calls only find that out.
         webhooks.syncShutdown()
         apns.syncShutdown()
     }

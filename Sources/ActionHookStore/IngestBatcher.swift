@@ -7,8 +7,7 @@ import Foundation
 /// A batch never waits for company: a lone request is written at once, and batches form only
 /// from requests that arrived while the writers were busy, so latency stays bounded at low load.
 public final class IngestBatcher: @unchecked Sendable {
-    // @unchecked: `queue`, `stopping` and `threads` are only touched with `condition` locked
-    // (`threads` also by start/stop, which callers do not run concurrently).
+    // @unchecked: `queue`, `stopping` and `running` are only touched with `condition` locked.
     public typealias Completion = @Sendable (Result<IngestResult, any Error>) -> Void
     /// Told of every batch written: how many responses it held and how long writing it took.
     public typealias BatchObserver = @Sendable (_ size: Int, _ duration: Duration) -> Void

@@ -133,14 +133,17 @@ public struct IngestWriter: Sendable {
 
     /// Stores several responses in one transaction and returns one result per item, in order.
     ///
-    /// Idempotency outcomes are per item. If the batch as a whole fails (a bad row, a lost
-    /// connection), each item is retried on its own, so one item never fails its batch-mates.
+    /// Idempotency outcomes are per item. If the server refuses the batch as a whole (a bad row),
+    /// each item is retried on its own, so one item never fails its batch-mates; when the database
+    /// cannot be reached, every item fails with that error at once rather than waiting again.
     public func ingest(batch items: [IngestItem]) -> [Result<IngestResult, any Error>] {
         guard items.count > 1 else { return items.map { item in Result { try ingest(item) } } }
         do {
             return try pool.pipelinedTransaction { send in try ingestTogether(items, send: send) }
-        } catch {
+        } catch let error as PostgresError where error.kind == .server {
             return items.map { item in Result { try ingest(item) } }
+        } catch {
+            return items.map { _ in .failure(error) }
         }
     }
 
@@ -161,8 +164,8 @@ public struct IngestWriter: Sendable {
         var snoozeKeys = Set<String>()
         for index in candidates {
             let item = items[index]
-            guard case .snooze? = item.decision.rule?.handler, let notification = item.response.notificationIdentifier,
-                snoozeKeys.insert(item.appID + "\u{1F}" + notification).inserted
+            guard case .snooze? = item.decision.rule?.handler, let key = item.snoozeKey,
+                let notification = item.response.notificationIdentifier, snoozeKeys.insert(key).inserted
             else { continue }
             snoozing.apps.append(item.appID)
             snoozing.notifications.append(notification)
@@ -253,8 +256,6 @@ public struct IngestWriter: Sendable {
 }
 
 /// The rows of planned responses, written with a fixed number of statements however many there are.
-
-/// The rows of planned responses, written with a fixed number of statements however many there are.
 struct Batch {
     let entries: [(IngestItem, PlannedResponse)]
 
@@ -324,8 +325,7 @@ struct Batch {
         var cancelledInBatch = Set<UUID>()
         var snoozesByNotification: [String: [UUID]] = [:]
         for (item, plan) in entries {
-            guard let notification = item.response.notificationIdentifier else { continue }
-            let key = item.appID + "\u{1F}" + notification
+            guard let key = item.snoozeKey else { continue }
             if plan.cancelsSnoozesOf != nil {
                 cancelledInBatch.formUnion(snoozesByNotification.removeValue(forKey: key) ?? [])
             }
@@ -364,14 +364,15 @@ struct Batch {
                 """ as PostgresQuery).prepared)
         }
 
-        // One row per (app, subject, device): the latest decision of the batch wins.
+        // One row per (app, subject, device): the batch's newest decision (by decision time, as the
+        // upsert below compares with the stored one) wins.
         var latest: [String: Int] = [:]
         var order: [Int] = []
         for (index, (item, plan)) in entries.enumerated() where plan.isDecision {
             guard let subject = item.decision.subject else { continue }
             let key = item.appID + "\u{1F}" + subject + "\u{1F}" + (item.response.deviceToken ?? "")
             if let position = latest[key] {
-                order[position] = index
+                if plan.decidedAt >= entries[order[position]].1.decidedAt { order[position] = index }
             } else {
                 latest[key] = order.count
                 order.append(index)

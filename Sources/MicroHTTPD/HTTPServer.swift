@@ -21,6 +21,9 @@ public final class HTTPServer: @unchecked Sendable {
     private var daemon: OpaquePointer?
     private var boundPort = 0
     let inFlight = Atomic<Int>(0)
+    /// Set once `stop`'s grace period is over: deferred requests are then answered 503 instead of
+    /// suspending, so none can be left suspended when the daemon stops.
+    let stopping = Atomic<Bool>(false)
     /// The requests whose connection is suspended until their deferred handler answers; `stop`
     /// answers those still waiting.
     let suspended = Locked([ObjectIdentifier: SuspendedRequest]())
@@ -139,9 +142,10 @@ public final class HTTPServer: @unchecked Sendable {
         while inFlight.load(ordering: .acquiring) > 0 && clock.now < deadline {
             Thread.sleep(forTimeInterval: 0.005)
         }
-        // Answer whatever still waits (again on every pass: a kept-alive connection may start a
-        // request meanwhile), then wait until the answers have been sent or their clients are gone:
-        // resuming is asynchronous, and no connection may still be suspended when the daemon stops.
+        // From here no request suspends any more; answer whatever still waits, then wait until the
+        // answers have been sent or their clients are gone (resuming is asynchronous), so that no
+        // connection is still suspended when the daemon stops.
+        stopping.store(true, ordering: .sequentiallyConsistent)
         let sendDeadline = clock.now + .seconds(5)
         repeat {
             for request in suspended.withLock({ Array($0.values) }) {
@@ -186,6 +190,12 @@ struct SuspendedRequest: @unchecked Sendable {
         // the answer is returned here) or sees `suspended` and resumes after the suspension.
         context.reply.withLock { reply -> HTTPResponse? in
             if let response = reply.response { return response }
+            // A stopping server suspends nothing more: stop() must not leave a connection suspended.
+            if server.stopping.load(ordering: .sequentiallyConsistent) {
+                let refusal = HTTPResponse.problem(.unavailable("The server is shutting down; retry the request."))
+                reply.response = refusal
+                return refusal
+            }
             reply.suspended = true
             server.suspended.withLock { $0[ObjectIdentifier(context)] = self }
             MHD_suspend_connection(connection)
@@ -423,11 +433,9 @@ extension HTTPServer {
     func completed(state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
         guard let state, let existing = state.pointee else { return }
         state.pointee = nil
-        let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
-        // A connection closed while suspended never got its response: forget it.
-        if context.reply.withLock({ $0.suspended }) {
-            _ = suspended.withLock { $0.removeValue(forKey: ObjectIdentifier(context)) }
-        }
+        // Released here; a suspended connection is never completed (libmicrohttpd neither polls nor
+        // times it out), and `complete` removed it from `suspended` before resuming it.
+        _ = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
         inFlight.subtract(1, ordering: .releasing)
     }
 }

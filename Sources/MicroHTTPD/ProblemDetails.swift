@@ -80,13 +80,6 @@ public struct ProblemDetails: Sendable, Equatable {
         }, as: UTF8.self)
     }
 
-    /// A JSON string literal for `text`.
-    static func quoted(_ text: String) -> String {
-        var out: [UInt8] = []
-        appendQuoted(text, to: &out)
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// Appends `text` as a JSON string literal (`"` and `\` escaped, control characters as escapes).
     static func appendQuoted(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
@@ -98,10 +91,10 @@ public struct ProblemDetails: Sendable, Equatable {
             case UInt8(ascii: "\r"): out.append(contentsOf: #"\r"#.utf8)
             case UInt8(ascii: "\t"): out.append(contentsOf: #"\t"#.utf8)
             case 0..<0x20:
-                let digits: [UInt8] = Array("0123456789abcdef".utf8)
+                let low = byte & 0x0F
                 out.append(contentsOf: #"\u00"#.utf8)
-                out.append(digits[Int(byte >> 4)])
-                out.append(digits[Int(byte & 0x0F)])
+                out.append(byte < 0x10 ? UInt8(ascii: "0") : UInt8(ascii: "1"))
+                out.append(low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") + low - 10)
             default: out.append(byte)
             }
         }

@@ -213,9 +213,12 @@ public final class PostgresConnection: @unchecked Sendable {
     /// After a failure: rolls back the transaction if one is open (or failed); if that cannot be
     /// done, the connection is marked unusable.
     func rollbackIfOpen() {
-        guard PQtransactionStatus(handle) != PQTRANS_IDLE else { return }
+        guard !isBroken, PQtransactionStatus(handle) != PQTRANS_IDLE else { return }
         rollbackAfterFailure()
     }
+
+    /// Whether a statement failed inside the open transaction, so that `COMMIT` would roll it back.
+    var transactionFailed: Bool { PQtransactionStatus(handle) == PQTRANS_INERROR }
 
     private func rollbackAfterFailure() {
         do {
@@ -369,10 +372,11 @@ public final class PostgresConnection: @unchecked Sendable {
             isBroken = true
             throw failure ?? PostgresError(kind: .misuse, message: "the connection could not leave pipeline mode")
         }
-        if let failure { throw failure }
-        guard rows.count == queries.count else {
-            isBroken = true
-            throw PostgresError(kind: .misuse, message: "a pipeline returned fewer results than it sent statements")
+        if let failure {
+            // A prepared statement whose result type changed under it (an online schema change) would
+            // fail on this session for good: let the pool open a fresh one.
+            if failure.sqlState == "0A000" && !preparedStatements.isEmpty { isBroken = true }
+            throw failure
         }
         return rows
     }

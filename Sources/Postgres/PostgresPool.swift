@@ -148,6 +148,12 @@ public final class PostgresPool: @unchecked Sendable {
                             guard sends == 1 else { return try connection.pipeline(queries) }
                             return Array(try connection.pipeline(["BEGIN"] + queries).dropFirst())
                         }
+                        if connection.transactionFailed {
+                            // `body` went on after a failed statement: COMMIT would only roll back.
+                            throw PostgresError(
+                                kind: .server, sqlState: "25P02",
+                                message: "a statement failed inside the transaction, so it cannot commit")
+                        }
                         committing = true
                         _ = try connection.pipeline((sends == 0 ? ["BEGIN"] : []) + last + ["COMMIT"])
                         return value

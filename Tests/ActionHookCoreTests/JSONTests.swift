@@ -164,7 +164,9 @@ struct JSONRecordsTests {
             #expect(id.lowercasedString == id.uuidString.lowercased())
         }
         let bytes = (0...255).map { UInt8($0) }
-        #expect(Hex.encode(bytes) == bytes.map { String(format: "%02x", $0) }.joined())
+        var hex: [UInt8] = []
+        Hex.append(bytes, to: &hex)
+        #expect(String(decoding: hex, as: UTF8.self) == bytes.map { String(format: "%02x", $0) }.joined())
     }
 }
 

@@ -1,3 +1,4 @@
+import ActionHookCore
 import ActionHookServer
 import Foundation
 import Postgres
@@ -498,7 +499,7 @@ struct AdminAPITests {
 }
 
 /// Fixtures for the admin API tests.
-private enum Admin {
+private enum Admin: ResponseHelpers {
     struct Seeded {
         let key: String
         let responseIDs: [String]
@@ -607,20 +608,7 @@ private enum Admin {
 
     static func isTime(_ value: Any?) -> Bool {
         guard let text = value as? String, text.hasSuffix("Z") else { return false }
-        return (try? Date(text, strategy: .iso8601)) != nil
-            || (try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))) != nil
+        return Timestamp.parse(text) != nil
     }
 
-    static func json(_ value: Any) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])) ?? Data()
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    static func items(_ response: TestResponse) -> [[String: Any]] {
-        response.json["items"] as? [[String: Any]] ?? []
-    }
-
-    static func pointers(_ response: TestResponse) -> [String] {
-        (response.json["errors"] as? [[String: Any]] ?? []).compactMap { $0["pointer"] as? String }
-    }
 }

@@ -122,6 +122,34 @@ struct GroupCommitTests {
         #expect(try api.count("SELECT count(*) AS n FROM responses") == 2)
     }
 
+    @Test("two decisions on one subject in a batch: the one decided last wins, whatever the batch order")
+    func newestDecisionWins() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("decide-app")
+        let writer = IngestWriter(pool: api.pool)
+        let accept = try Rule.decode(
+            JSONParser.parse(#"{"id": "accept", "match": {"action": "ACCEPT"}, "handler": {"type": "accept"}}"#), id: nil)
+        let decline = try Rule.decode(
+            JSONParser.parse(#"{"id": "decline", "match": {"action": "DECLINE"}, "handler": {"type": "decline"}}"#),
+            id: nil)
+        func decision(_ key: String, _ rule: Rule, respondedAt: String) throws -> IngestItem {
+            let body = try JSONParser.parse(
+                #"{"actionIdentifier": "\#(rule.id.uppercased())", "respondedAt": "\#(respondedAt)", "deviceToken": "00112233445566778899aabbccddeeff"}"#)
+            return IngestItem(
+                appID: "decide-app", idempotencyKey: key, response: try NotificationResponse.decode(body),
+                decision: IngestDecision(rule: rule, subject: "event-42"))
+        }
+        // The decline was made later on the device but arrives first in the batch.
+        let results = writer.ingest(batch: [
+            try decision("late", decline, respondedAt: "2026-11-20T10:05:00Z"),
+            try decision("early", accept, respondedAt: "2026-11-20T10:00:00Z"),
+        ])
+        #expect(results.allSatisfy { if case .success(.created) = $0 { true } else { false } })
+        let outcome = try api.query("SELECT outcome FROM subject_decisions WHERE app_id = 'decide-app'")
+        #expect(outcome.count == 1)
+        #expect(try outcome.first?.decode("outcome", as: String.self) == "declined")
+    }
+
     @Test("a snooze and a later stop for the same notification in one batch: the new snooze is cancelled")
     func snoozeCancelledWithinABatch() throws {
         let api = try TestAPI()

@@ -510,7 +510,7 @@ struct MassAssignmentTests {
 }
 
 /// Secrets, snapshots and log capture for the tests above.
-private enum Secrets {
+private enum Secrets: ResponseHelpers {
     /// A fresh P-256 key in PKCS#8 PEM, made with openssl; a fixed test-only key if openssl is missing.
     static func privateKeyPEM() -> String {
         let process = Process()
@@ -585,15 +585,6 @@ private enum Secrets {
     static func ruleRow(_ api: TestAPI, app: String, id: String) throws -> String? {
         try api.query("SELECT md5(t::text) AS h FROM rules t WHERE t.app_id = \(app) AND t.id = \(id)")
             .first?.decode("h", as: String.self)
-    }
-
-    static func json(_ value: Any) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])) ?? Data()
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    static func pointers(_ response: TestResponse) -> [String] {
-        (response.json["errors"] as? [[String: Any]] ?? []).compactMap { $0["pointer"] as? String }
     }
 
     /// Every log line, in a thread-safe buffer.

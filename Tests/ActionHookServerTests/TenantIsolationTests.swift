@@ -280,7 +280,7 @@ struct TenantIsolationTests {
 }
 
 /// Fixtures and checks for the isolation tests.
-private enum Isolation {
+private enum Isolation: ResponseHelpers {
     /// What one seeded tenant owns.
     struct Tenant {
         let app: String
@@ -564,16 +564,4 @@ private enum Isolation {
         return bytes.prefix(32).map { String(format: "%02x", $0) }.joined()
     }
 
-    static func json(_ value: Any) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])) ?? Data()
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    static func items(_ response: TestResponse) -> [[String: Any]] {
-        response.json["items"] as? [[String: Any]] ?? []
-    }
-
-    static func pointers(_ response: TestResponse) -> [String] {
-        (response.json["errors"] as? [[String: Any]] ?? []).compactMap { $0["pointer"] as? String }
-    }
 }

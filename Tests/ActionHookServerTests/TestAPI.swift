@@ -68,3 +68,24 @@ final class TestAPI: Sendable {
         try self.query(query)[0].decode("n", as: Int.self)
     }
 }
+
+/// JSON helpers the admin, isolation and secret suites share (each keeps its own helper namespace).
+protocol ResponseHelpers {}
+
+extension ResponseHelpers {
+    /// Compact JSON text with sorted keys, for request bodies written as dictionaries.
+    static func json(_ value: Any) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The `items` of a list answer.
+    static func items(_ response: TestResponse) -> [[String: Any]] {
+        response.json["items"] as? [[String: Any]] ?? []
+    }
+
+    /// The JSON pointers of a problem's field errors.
+    static func pointers(_ response: TestResponse) -> [String] {
+        (response.json["errors"] as? [[String: Any]] ?? []).compactMap { $0["pointer"] as? String }
+    }
+}

@@ -153,6 +153,15 @@ struct PipelineTests {
                 throw Abort()
             }
         }
+        // A body that swallows a failed statement cannot commit: 25P02, nothing stays.
+        let swallowed = try #require(throws: PostgresError.self) {
+            try pool.pipelinedTransaction { send -> (value: Void, commitWith: [PostgresQuery]) in
+                _ = try send(["INSERT INTO items VALUES (\(5))"])
+                _ = try? send(["INSERT INTO items VALUES (\(1))"])
+                return ((), [])
+            }
+        }
+        #expect(swallowed.sqlState == "25P02")
         #expect(try count() == 2)
         #expect(pool.statistics.idle == 1)
     }

@@ -1,14 +1,14 @@
 import Foundation
 
 /// RFC 6901 pointers, built one reference token at a time.
-enum JSONPointer {
+public enum JSONPointer {
     /// `base` extended by the member name `key` (`~` and `/` escaped as RFC 6901 asks).
-    static func appending(_ key: String, to base: String) -> String {
+    public static func appending(_ key: String, to base: String) -> String {
         base + "/" + key.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
     }
 
     /// `base` extended by the array index `index`.
-    static func appending(_ index: Int, to base: String) -> String {
+    public static func appending(_ index: Int, to base: String) -> String {
         base + "/" + String(index)
     }
 }

@@ -24,14 +24,18 @@ public enum Timestamp {
         } else {
             out.append(contentsOf: pad(year, 4).utf8)
         }
-        for (separator, value, width) in [
-            (UInt8(ascii: "-"), month, 2), (UInt8(ascii: "-"), day, 2), (UInt8(ascii: "T"), secondOfDay / 3600, 2),
-            (UInt8(ascii: ":"), secondOfDay % 3600 / 60, 2), (UInt8(ascii: ":"), secondOfDay % 60, 2),
-            (UInt8(ascii: "."), millisecond, 3),
-        ] {
-            out.append(separator)
-            appendDigits(value, width, to: &out)
-        }
+        out.append(UInt8(ascii: "-"))
+        appendDigits(month, 2, to: &out)
+        out.append(UInt8(ascii: "-"))
+        appendDigits(day, 2, to: &out)
+        out.append(UInt8(ascii: "T"))
+        appendDigits(secondOfDay / 3600, 2, to: &out)
+        out.append(UInt8(ascii: ":"))
+        appendDigits(secondOfDay % 3600 / 60, 2, to: &out)
+        out.append(UInt8(ascii: ":"))
+        appendDigits(secondOfDay % 60, 2, to: &out)
+        out.append(UInt8(ascii: "."))
+        appendDigits(millisecond, 3, to: &out)
         out.append(UInt8(ascii: "Z"))
     }
 

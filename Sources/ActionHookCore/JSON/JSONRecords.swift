@@ -88,8 +88,10 @@ public struct JSONRecords {
 
     /// The JSON text of the array.
     public var text: String {
-        var closed = bytes
-        closed.append(UInt8(ascii: "]"))
-        return String(decoding: closed, as: UTF8.self)
+        String(unsafeUninitializedCapacity: bytes.count + 1) { buffer in
+            _ = buffer.initialize(from: bytes)
+            buffer[bytes.count] = UInt8(ascii: "]")
+            return bytes.count + 1
+        }
     }
 }

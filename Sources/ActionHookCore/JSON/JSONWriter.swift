@@ -8,7 +8,6 @@ extension JSONValue {
     /// The compact JSON text as UTF-8 bytes.
     public var jsonBytes: [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(jsonByteCount)
         write(to: &out, sortedKeys: false)
         return out
     }
@@ -16,7 +15,6 @@ extension JSONValue {
     /// ``canonicalText`` as UTF-8 bytes.
     public var canonicalBytes: [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(jsonByteCount)
         write(to: &out, sortedKeys: true)
         return out
     }

@@ -4,14 +4,6 @@ import Foundation
 public enum Hex {
     static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    /// `bytes` as lower-case hex digits, two per byte.
-    public static func encode(_ bytes: some Collection<UInt8>) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        append(bytes, to: &out)
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// Appends `bytes` as lower-case hex digits.
     public static func append(_ bytes: some Collection<UInt8>, to out: inout [UInt8]) {
         for byte in bytes {

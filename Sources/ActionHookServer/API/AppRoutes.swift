@@ -93,10 +93,7 @@ struct AdminTokenRequest {
             throw ValidationFailure.shape([FieldError(pointer: "", detail: "must be a JSON object")])
         }
         var errors: [FieldError] = object.keys.filter { $0 != "name" }.map {
-            // RFC 6901: "~" and "/" inside a member name are escaped as "~0" and "~1".
-            FieldError(
-                pointer: "/" + $0.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1"),
-                detail: "is not a known field")
+            FieldError(pointer: JSONPointer.appending($0, to: ""), detail: "is not a known field")
         }
         let name = object["name"]?.stringValue
         if object["name"] != nil && name == nil {
