@@ -194,7 +194,7 @@ psql_bench() {
 
 # Each database contender starts from empty tables and a checkpoint.
 reset_tables() {
-    psql_bench -c "TRUNCATE responses, followups, subject_decisions, delivery_attempts" -c "CHECKPOINT"
+    psql_bench -c "TRUNCATE responses, followups, delivery_attempts" -c "CHECKPOINT"
 }
 
 # --- Load -----------------------------------------------------------------------------------------
@@ -367,8 +367,9 @@ if wants actionhook || wants actionhook-reject || wants actionhook-half || wants
             BENCH_MODE=ingest BENCH_KEY="$ingest_key" BENCH_EXPECT=202
     fi
     psql_bench -tAc "SELECT 'stored: ' || (SELECT count(*) FROM responses) || ' responses, ' ||
-        (SELECT count(*) FROM followups) || ' follow-ups, ' || (SELECT count(*) FROM subject_decisions) ||
-        ' subject decisions'" >"$raw/actionhook-rows.txt"
+        (SELECT count(*) FROM followups) || ' follow-ups, ' ||
+        (SELECT count(DISTINCT (subject, device_token)) FROM responses WHERE outcome IN ('accepted', 'declined')) ||
+        ' subjects decided (per device)'" >"$raw/actionhook-rows.txt"
     log "$(cat "$raw/actionhook-rows.txt")"
     stop_server
 fi

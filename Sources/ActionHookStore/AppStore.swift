@@ -151,9 +151,16 @@ public struct AppStore: Sendable {
     /// Deletes an app and everything it owns. Returns whether it existed.
     public func delete(_ id: String) throws -> Bool {
         try pool.transaction { connection in
+            // The app's lock, shared by ingest transactions (class 1, see `IngestWriter`): waits for
+            // those in progress to finish; later ones find the app gone.
+            try connection.execute("SELECT pg_advisory_xact_lock(1, hashtext(current_schema() || chr(31) || \(id)))")
             let deleted = try connection.execute("DELETE FROM apps WHERE id = \(id)")
-            if deleted > 0 { try connection.notify(channel: Channels.invalidate, payload: id) }
-            return deleted > 0
+            guard deleted > 0 else { return false }
+            // Responses and follow-ups have no foreign key to their app (see sql/migrations/002).
+            try connection.execute("DELETE FROM followups WHERE app_id = \(id)")
+            try connection.execute("DELETE FROM responses WHERE app_id = \(id)")
+            try connection.notify(channel: Channels.invalidate, payload: id)
+            return true
         }
     }
 

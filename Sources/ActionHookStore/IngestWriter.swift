@@ -60,7 +60,6 @@ struct PlannedResponse {
     var answer: JSONValue
     /// The notification whose pending snoozes this answer cancels.
     var cancelsSnoozesOf: String?
-    var decidedAt: Date
 
     /// Plans a response received at `receivedAt`, after `previousSnoozes` snoozes of its notification.
     init(_ item: IngestItem, receivedAt: Date, previousSnoozes: Int) {
@@ -90,7 +89,6 @@ struct PlannedResponse {
         self.outcome = outcome
         followUps = planned.map { (UUID.timeOrdered(), $0, receivedAt.addingTimeInterval(TimeInterval($0.delaySeconds))) }
         cancelsSnoozesOf = outcome == .snoozed || outcome == .snoozeLimitReached ? nil : response.notificationIdentifier
-        decidedAt = response.respondedAt ?? receivedAt
         answer = .object([
             "id": .string(responseID.lowercasedString), "outcome": .string(outcome.rawValue),
             "ruleId": decision.rule.map { .string($0.id) } ?? .null,
@@ -104,9 +102,6 @@ struct PlannedResponse {
                 }),
         ])
     }
-
-    /// Whether this response sets the subject's current decision.
-    var isDecision: Bool { outcome == .accepted || outcome == .declined }
 }
 
 /// Writes responses: one per transaction, or a whole batch in one transaction (group commit).
@@ -159,6 +154,7 @@ public struct IngestWriter: Sendable {
             results[index] = .failure(StoreError.idempotencyKeyInFlight)
         }
         let candidates = items.indices.filter { results[$0] == nil }
+        let apps = Array(Set(candidates.map { items[$0].appID })).sorted()
         // The notifications snoozed in this batch, as parallel arrays of app and notification.
         var snoozing: (apps: [String], notifications: [String]) = ([], [])
         var snoozeKeys = Set<String>()
@@ -171,10 +167,11 @@ public struct IngestWriter: Sendable {
             snoozing.notifications.append(notification)
         }
 
-        // The locks come first, in a statement of their own: each later statement reads with a
-        // snapshot taken after them, so it sees whatever a previous holder committed. Statements
-        // whose plan depends on table sizes are not kept prepared (a plan made while the table was
-        // empty would scan it whole once it is not).
+        // The locks come first, in statements of their own: each later statement reads with a
+        // snapshot taken after them, so it sees whatever a previous holder committed. Each app's lock
+        // (class 1) is shared by ingest transactions and taken exclusively by the app's deletion.
+        // Statements whose plan depends on table sizes are not kept prepared (a plan made while the
+        // table was empty would scan it whole once it is not).
         var reads: [PostgresQuery] = [
             (
                 """
@@ -184,6 +181,13 @@ public struct IngestWriter: Sendable {
                 ORDER BY k.ordinality
                 """ as PostgresQuery
             ).prepared,
+            (
+                """
+                SELECT a.app_id FROM unnest(\(apps)::text[]) AS a(app_id)
+                WHERE pg_try_advisory_xact_lock_shared(1, hashtext(current_schema() || chr(31) || a.app_id))
+                """ as PostgresQuery
+            ).prepared,
+            ("SELECT id FROM apps WHERE id = ANY(\(apps)::text[])" as PostgresQuery).prepared,
             """
             SELECT r.app_id, r.idempotency_key, r.request_hash, r.answer
             FROM responses r
@@ -205,22 +209,30 @@ public struct IngestWriter: Sendable {
         let read = try send(reads)
         let locks = read[0]
         guard let receivedAt = try locks.first?.decode("now", as: Date.self) else { return (results.map { $0! }, []) }
+        // An app whose lock is held exclusively is being deleted; one no longer there was deleted.
+        let appsLocked = Set(try read[1].map { try $0.decode("app_id", as: String.self) })
+        let appsPresent = Set(try read[2].map { try $0.decode("id", as: String.self) })
         var locked: [Int] = []
         for row in locks {
             let index = candidates[try row.decode("position", as: Int.self) - 1]
-            if try row.decode("locked", as: Bool.self) {
+            let appID = items[index].appID
+            if !appsLocked.contains(appID) {
+                results[index] = .failure(StoreError.appBeingDeleted)
+            } else if !appsPresent.contains(appID) {
+                results[index] = .failure(StoreError.appDeleted)
+            } else if try row.decode("locked", as: Bool.self) {
                 locked.append(index)
             } else {
                 results[index] = .failure(StoreError.idempotencyKeyInFlight)
             }
         }
         var stored: [String: PostgresRow] = [:]
-        for row in read[1] {
+        for row in read[3] {
             stored[try row.decode("app_id", as: String.self) + "\u{1F}" + (try row.decode("idempotency_key", as: String.self))] = row
         }
         var snoozesBefore: [String: Int] = [:]
         if !snoozing.apps.isEmpty {
-            for row in read[2] { snoozesBefore[try row.decode("key", as: String.self)] = try row.decode("snoozes") }
+            for row in read[4] { snoozesBefore[try row.decode("key", as: String.self)] = try row.decode("snoozes") }
         }
 
         var entries: [(IngestItem, PlannedResponse)] = []
@@ -361,45 +373,6 @@ struct Batch {
                 FROM jsonb_to_recordset(\(PostgresJSON(followUps.text))::jsonb) AS f(
                     app_id text, id uuid, response_id uuid, ordinal integer, channel text, is_snooze boolean,
                     notification_identifier text, device_token text, payload jsonb, due_at timestamptz, status text)
-                """ as PostgresQuery).prepared)
-        }
-
-        // One row per (app, subject, device): the batch's newest decision (by decision time, as the
-        // upsert below compares with the stored one) wins.
-        var latest: [String: Int] = [:]
-        var order: [Int] = []
-        for (index, (item, plan)) in entries.enumerated() where plan.isDecision {
-            guard let subject = item.decision.subject else { continue }
-            let key = item.appID + "\u{1F}" + subject + "\u{1F}" + (item.response.deviceToken ?? "")
-            if let position = latest[key] {
-                if plan.decidedAt >= entries[order[position]].1.decidedAt { order[position] = index }
-            } else {
-                latest[key] = order.count
-                order.append(index)
-            }
-        }
-        var decisions = JSONRecords()
-        for index in order {
-            let (item, plan) = entries[index]
-            decisions.beginRecord()
-            decisions.add("app_id", item.appID)
-            decisions.add("subject", item.decision.subject)
-            decisions.add("device_token", item.response.deviceToken ?? "")
-            decisions.add("outcome", plan.outcome.rawValue)
-            decisions.add("response_id", plan.responseID)
-            decisions.add("decided_at", plan.decidedAt)
-            decisions.endRecord()
-        }
-        if decisions.count > 0 {
-            statements.append((
-                """
-                INSERT INTO subject_decisions (app_id, subject, device_token, outcome, response_id, decided_at)
-                SELECT d.app_id, d.subject, d.device_token, d.outcome, d.response_id, d.decided_at
-                FROM json_to_recordset(\(PostgresJSON(decisions.text))::json) AS d(
-                    app_id text, subject text, device_token text, outcome text, response_id uuid, decided_at timestamptz)
-                ON CONFLICT (app_id, subject, device_token) DO UPDATE
-                    SET outcome = EXCLUDED.outcome, response_id = EXCLUDED.response_id, decided_at = EXCLUDED.decided_at
-                    WHERE subject_decisions.decided_at <= EXCLUDED.decided_at
                 """ as PostgresQuery).prepared)
         }
 

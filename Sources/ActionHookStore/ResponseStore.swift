@@ -78,18 +78,27 @@ public struct ResponseStore: Sendable {
         }
     }
 
-    /// The current decision per device for a subject (empty when there is none).
+    /// The current decision per device for a subject (empty when there is none): the newest
+    /// `accepted` or `declined` response by decision time (`respondedAt`, else when it was received);
+    /// of two with the same time, the one stored later.
     public func decisions(appID: String, subject: String) throws -> [JSONValue] {
         try pool.withConnection { connection in
             try connection.query(
                 """
-                SELECT device_token, outcome, response_id, decided_at FROM subject_decisions
-                WHERE app_id = \(appID) AND subject = \(subject) ORDER BY decided_at DESC, device_token
+                SELECT device_token, outcome, response_id, decided_at FROM (
+                    SELECT DISTINCT ON (coalesce(device_token, '')) device_token, outcome, id AS response_id,
+                        coalesce(responded_at, received_at) AS decided_at
+                    FROM responses
+                    WHERE app_id = \(appID) AND subject = \(subject) AND outcome IN ('accepted', 'declined')
+                    ORDER BY coalesce(device_token, ''), coalesce(responded_at, received_at) DESC, received_at DESC,
+                        id DESC
+                ) AS latest
+                ORDER BY decided_at DESC, coalesce(device_token, '')
                 """
             ).map { row in
-                let token = try row.decode("device_token", as: String.self)
+                let token = try row.decode("device_token", as: String?.self)
                 return .object([
-                    "deviceToken": token.isEmpty ? .null : .string(token),
+                    "deviceToken": token.map(JSONValue.string) ?? .null,
                     "outcome": .string(try row.decode("outcome")),
                     "responseId": .string(try row.decode("response_id", as: UUID.self).lowercasedString),
                     "decidedAt": .string(Timestamp.format(try row.decode("decided_at"))),

@@ -12,4 +12,8 @@ public enum StoreError: Error, Sendable, Equatable {
     case idempotencyKeyInFlight
     /// This idempotency key was used before with a different body.
     case idempotencyKeyReused
+    /// The ingest key's app was deleted after the key was checked.
+    case appDeleted
+    /// The ingest key's app is being deleted at this moment.
+    case appBeingDeleted
 }

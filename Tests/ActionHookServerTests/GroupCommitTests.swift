@@ -100,14 +100,15 @@ struct GroupCommitTests {
         #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'dup-app'") == 4)
     }
 
-    @Test("a bad row does not fail its batch-mates")
+    @Test("a row the database refuses does not fail its batch-mates")
     func badRowIsolated() throws {
         let api = try TestAPI()
         _ = try api.createApp("good-app")
         let writer = IngestWriter(pool: api.pool)
-        // The app of the second item does not exist: its insert breaks a foreign key.
+        // A key far over the b-tree entry limit: the insert of the second item fails in the server.
+        let oversized = (0..<400).map { _ in UUID().uuidString }.joined()
         let results = writer.ingest(batch: [
-            try item(app: "good-app", key: "1"), try item(app: "no-such-app", key: "2"),
+            try item(app: "good-app", key: "1"), try item(app: "good-app", key: oversized),
             try item(app: "good-app", key: "3"),
         ])
         guard case .success(.created) = results[0], case .success(.created) = results[2] else {
@@ -118,8 +119,72 @@ struct GroupCommitTests {
             Issue.record("the bad item was stored")
             return
         }
-        #expect((error as? PostgresError)?.sqlState == "23503")
+        #expect((error as? PostgresError)?.kind == .server)
         #expect(try api.count("SELECT count(*) AS n FROM responses") == 2)
+    }
+
+    @Test("an app deleted after its key was checked: its items fail, batch-mates of other apps are stored")
+    func appGoneMidBatch() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("staying-app")
+        _ = try api.createApp("leaving-app")
+        let writer = IngestWriter(pool: api.pool)
+        // While the app's deletion holds its lock, the app's items are refused for a retry.
+        let deletion = try PostgresConnection(configuration: api.database.configuration)
+        try deletion.execute("BEGIN")
+        try deletion.execute("SELECT pg_advisory_xact_lock(1, hashtext(current_schema() || chr(31) || 'leaving-app'))")
+        let during = writer.ingest(batch: [
+            try item(app: "leaving-app", key: "1"), try item(app: "staying-app", key: "1"),
+        ])
+        guard case .failure(let refused) = during[0], case .success(.created) = during[1] else {
+            Issue.record("unexpected results while deleting: \(during)")
+            return
+        }
+        #expect(refused as? StoreError == .appBeingDeleted)
+        try deletion.execute("ROLLBACK")
+
+        #expect(try AppStore(pool: api.pool).delete("leaving-app"))
+        let after = writer.ingest(batch: [
+            try item(app: "leaving-app", key: "2"), try item(app: "staying-app", key: "2"),
+        ])
+        guard case .failure(let gone) = after[0], case .success(.created) = after[1] else {
+            Issue.record("unexpected results after deleting: \(after)")
+            return
+        }
+        #expect(gone as? StoreError == .appDeleted)
+        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'leaving-app'") == 0)
+        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'staying-app'") == 2)
+    }
+
+    @Test("deleting an app deletes its responses, follow-ups and delivery attempts, and nothing of another app")
+    func deletionRemovesEverything() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("doomed-app")
+        _ = try api.createApp("other-app")
+        let writer = IngestWriter(pool: api.pool)
+        for app in ["doomed-app", "other-app"] {
+            let results = writer.ingest(batch: [
+                try item(app: app, key: "s", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
+                try item(app: app, key: "r", action: "STOP_ACTION", rule: Self.stopRule),
+            ])
+            #expect(results.allSatisfy { if case .success(.created) = $0 { true } else { false } })
+            _ = try api.pool.withConnection { connection in
+                try connection.execute(
+                    """
+                    INSERT INTO delivery_attempts (app_id, followup_id, attempt, started_at, finished_at, result, duration_ms)
+                    SELECT app_id, id, 1, now(), now(), 'failed', 1 FROM followups WHERE app_id = \(app)
+                    """)
+            }
+        }
+        let tables = ["responses", "followups", "delivery_attempts"]
+        for table in tables {
+            #expect(try api.count(PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table) WHERE app_id = 'doomed-app'")) > 0)
+        }
+        #expect(try AppStore(pool: api.pool).delete("doomed-app"))
+        for table in tables {
+            #expect(try api.count(PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table) WHERE app_id = 'doomed-app'")) == 0)
+            #expect(try api.count(PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table) WHERE app_id = 'other-app'")) > 0)
+        }
     }
 
     @Test("two decisions on one subject in a batch: the one decided last wins, whatever the batch order")
@@ -145,9 +210,9 @@ struct GroupCommitTests {
             try decision("early", accept, respondedAt: "2026-11-20T10:00:00Z"),
         ])
         #expect(results.allSatisfy { if case .success(.created) = $0 { true } else { false } })
-        let outcome = try api.query("SELECT outcome FROM subject_decisions WHERE app_id = 'decide-app'")
-        #expect(outcome.count == 1)
-        #expect(try outcome.first?.decode("outcome", as: String.self) == "declined")
+        let decisions = try ResponseStore(pool: api.pool).decisions(appID: "decide-app", subject: "event-42")
+        #expect(decisions.count == 1)
+        #expect(decisions.first?.value(atPath: "outcome")?.stringValue == "declined")
     }
 
     @Test("a snooze and a later stop for the same notification in one batch: the new snooze is cancelled")

@@ -542,7 +542,7 @@ private enum Isolation: ResponseHelpers {
 
     /// The snapshot covers rows in the tables the matrix could touch (so comparing it can fail).
     static func expectPopulated(_ snapshot: [String: String], app: String) throws {
-        for table in ["apps", "api_keys", "categories", "rules", "responses", "followups", "subject_decisions"] {
+        for table in ["apps", "api_keys", "categories", "rules", "responses", "followups"] {
             let count = snapshot[table].flatMap { Int($0.split(separator: ":")[0]) } ?? 0
             #expect(count > 0, "\(app) has no rows in \(table)")
         }

@@ -57,7 +57,7 @@ struct ErrorMapper: Sendable {
             return .problem(
                 ProblemDetails(status: 400, title: "Bad Request", detail: "The cursor is not one this server issued."))
         case let error as StoreError:
-            return .problem(problem(for: error))
+            return .problem(problem(for: error), headers: headers(for: error))
         case is IngestBatcherStopped:
             return .problem(.unavailable("The server is shutting down; retry the request."), headers: ["Retry-After": "1"])
         case let error as PostgresError where error.isConnectionError || error.kind == .poolTimeout
@@ -71,6 +71,14 @@ struct ErrorMapper: Sendable {
             logger.error(
                 "request failed", metadata: ["error": "\(error)", "request_id": "\(request.requestID)"])
             return .problem(.internalError)
+        }
+    }
+
+    func headers(for error: StoreError) -> HTTPHeaders {
+        switch error {
+        case .appDeleted: return APIError.unauthorized.headers
+        case .appBeingDeleted: return ["Retry-After": "1"]
+        default: return HTTPHeaders()
         }
     }
 
@@ -94,6 +102,10 @@ struct ErrorMapper: Sendable {
             return ProblemDetails(
                 status: 422, title: "Idempotency Key Reused",
                 detail: "This idempotency key was already used with a different body.")
+        case .appDeleted:
+            return APIError.unauthorized.problem
+        case .appBeingDeleted:
+            return .unavailable("The app is being changed; retry the request.")
         }
     }
 }
