@@ -155,24 +155,30 @@ public struct IngestWriter: Sendable {
         }
         let candidates = items.indices.filter { results[$0] == nil }
         let apps = Array(Set(candidates.map { items[$0].appID })).sorted()
-        // The notifications snoozed in this batch, as parallel arrays of app and notification.
+        // The notifications this batch snoozes (their earlier snoozes are counted) and those it answers
+        // otherwise (their pending snoozes are cancelled), as parallel arrays of app and notification.
         var snoozing: (apps: [String], notifications: [String]) = ([], [])
-        var snoozeKeys = Set<String>()
+        var answering: (apps: [String], notifications: [String]) = ([], [])
+        var notificationKeys = Set<String>()
         for index in candidates {
             let item = items[index]
-            guard case .snooze? = item.decision.rule?.handler, let key = item.snoozeKey,
-                let notification = item.response.notificationIdentifier, snoozeKeys.insert(key).inserted
-            else { continue }
-            snoozing.apps.append(item.appID)
-            snoozing.notifications.append(notification)
+            guard let key = item.snoozeKey, let notification = item.response.notificationIdentifier else { continue }
+            if case .snooze? = item.decision.rule?.handler {
+                guard notificationKeys.insert("s" + key).inserted else { continue }
+                snoozing.apps.append(item.appID)
+                snoozing.notifications.append(notification)
+            } else {
+                guard notificationKeys.insert("a" + key).inserted else { continue }
+                answering.apps.append(item.appID)
+                answering.notifications.append(notification)
+            }
         }
 
         // The locks come first, in statements of their own: each later statement reads with a
         // snapshot taken after them, so it sees whatever a previous holder committed. Each app's lock
         // (class 1) is shared by ingest transactions and taken exclusively by the app's deletion.
-        // Statements whose plan depends on table sizes are not kept prepared (a plan made while the
-        // table was empty would scan it whole once it is not).
         var reads: [PostgresQuery] = [
+            Self.planSettings,
             (
                 """
                 SELECT k.ordinality::int AS position, pg_try_advisory_xact_lock(hashtextextended(k.key, 0)) AS locked,
@@ -188,30 +194,51 @@ public struct IngestWriter: Sendable {
                 """ as PostgresQuery
             ).prepared,
             ("SELECT id FROM apps WHERE id = ANY(\(apps)::text[])" as PostgresQuery).prepared,
-            """
-            SELECT r.app_id, r.idempotency_key, r.request_hash, r.answer
-            FROM responses r
-            JOIN unnest(\(candidates.map { items[$0].appID })::text[], \(candidates.map { items[$0].idempotencyKey })::text[])
-                AS k(app_id, idempotency_key)
-                ON r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
-            """,
+            (
+                """
+                SELECT r.app_id, r.idempotency_key, r.request_hash, r.answer
+                FROM unnest(\(candidates.map { items[$0].appID })::text[], \(candidates.map { items[$0].idempotencyKey })::text[])
+                    AS k(app_id, idempotency_key)
+                JOIN responses r ON r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
+                """ as PostgresQuery
+            ).prepared,
         ]
         if !snoozing.apps.isEmpty {
             // Snoozes already given for each snoozed notification.
             reads.append(
-                """
-                SELECT k.app_id || chr(31) || k.notification AS key,
-                    (SELECT count(*) FROM responses r WHERE r.app_id = k.app_id
-                        AND r.notification_identifier = k.notification AND r.outcome = 'snoozed')::int AS snoozes
-                FROM unnest(\(snoozing.apps)::text[], \(snoozing.notifications)::text[]) AS k(app_id, notification)
-                """)
+                (
+                    """
+                    SELECT k.app_id || chr(31) || k.notification AS key,
+                        (SELECT count(*) FROM responses r WHERE r.app_id = k.app_id
+                            AND r.notification_identifier = k.notification AND r.outcome = 'snoozed')::int AS snoozes
+                    FROM unnest(\(snoozing.apps)::text[], \(snoozing.notifications)::text[]) AS k(app_id, notification)
+                    """ as PostgresQuery
+                ).prepared)
+        }
+        let pendingPosition = reads.count
+        if !answering.apps.isEmpty {
+            // Snooze re-deliveries still pending for each notification answered otherwise. The lateral
+            // subquery keeps the batch's keys outside and the snooze index inside, whatever the plan.
+            reads.append(
+                (
+                    """
+                    SELECT s.app_id, s.id, s.notification_identifier
+                    FROM unnest(\(answering.apps)::text[], \(answering.notifications)::text[]) AS k(app_id, notification)
+                    CROSS JOIN LATERAL (
+                        SELECT f.app_id, f.id, f.notification_identifier FROM followups f
+                        WHERE f.app_id = k.app_id AND f.notification_identifier = k.notification AND f.is_snooze
+                            AND f.status IN ('pending', 'retrying')
+                        OFFSET 0
+                    ) AS s
+                    """ as PostgresQuery
+                ).prepared)
         }
         let read = try send(reads)
-        let locks = read[0]
+        let locks = read[1]
         guard let receivedAt = try locks.first?.decode("now", as: Date.self) else { return (results.map { $0! }, []) }
         // An app whose lock is held exclusively is being deleted; one no longer there was deleted.
-        let appsLocked = Set(try read[1].map { try $0.decode("app_id", as: String.self) })
-        let appsPresent = Set(try read[2].map { try $0.decode("id", as: String.self) })
+        let appsLocked = Set(try read[2].map { try $0.decode("app_id", as: String.self) })
+        let appsPresent = Set(try read[3].map { try $0.decode("id", as: String.self) })
         var locked: [Int] = []
         for row in locks {
             let index = candidates[try row.decode("position", as: Int.self) - 1]
@@ -227,12 +254,20 @@ public struct IngestWriter: Sendable {
             }
         }
         var stored: [String: PostgresRow] = [:]
-        for row in read[3] {
+        for row in read[4] {
             stored[try row.decode("app_id", as: String.self) + "\u{1F}" + (try row.decode("idempotency_key", as: String.self))] = row
         }
         var snoozesBefore: [String: Int] = [:]
         if !snoozing.apps.isEmpty {
-            for row in read[4] { snoozesBefore[try row.decode("key", as: String.self)] = try row.decode("snoozes") }
+            for row in read[5] { snoozesBefore[try row.decode("key", as: String.self)] = try row.decode("snoozes") }
+        }
+        var pendingSnoozes: [String: [UUID]] = [:]
+        if !answering.apps.isEmpty {
+            for row in read[pendingPosition] {
+                let key = try row.decode("app_id", as: String.self) + "\u{1F}"
+                    + (try row.decode("notification_identifier", as: String.self))
+                pendingSnoozes[key, default: []].append(try row.decode("id", as: UUID.self))
+            }
         }
 
         var entries: [(IngestItem, PlannedResponse)] = []
@@ -256,8 +291,21 @@ public struct IngestWriter: Sendable {
         for (position, index) in entryIndexes.enumerated() {
             results[index] = .success(.created(entries[position].1.answer))
         }
-        return (results.map { $0! }, Batch(entries: entries).statements)
+        return (results.map { $0! }, Batch(entries: entries, pendingSnoozes: pendingSnoozes).statements)
     }
+
+    /// Settings for the rest of the ingest transaction, so that its lookups can stay prepared with
+    /// one plan, made once per connection: keyed lookups through their indexes, joins as nested loops
+    /// over the batch's few keys. Left to statistics, a plan made while a table is empty (after a
+    /// TRUNCATE, on a new install) scans the table whole once it is not; planning each batch's
+    /// lookups anew costs more than running them at low load. Each prepared lookup has one index
+    /// that matches all its keys, so no statistics can make another one look better.
+    static let planSettings = (
+        """
+        SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
+            set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)
+        """ as PostgresQuery
+    ).prepared
 
     static func replay(_ item: IngestItem, row: PostgresRow) throws -> IngestResult {
         guard SecretToken.constantTimeEquals(try row.decode("request_hash", as: [UInt8].self), item.requestHash) else {
@@ -270,29 +318,29 @@ public struct IngestWriter: Sendable {
 /// The rows of planned responses, written with a fixed number of statements however many there are.
 struct Batch {
     let entries: [(IngestItem, PlannedResponse)]
+    /// Snooze re-deliveries pending before this batch, by app and notification.
+    let pendingSnoozes: [String: [UUID]]
 
     /// The statements that write every row, in order.
     var statements: [PostgresQuery] {
         guard !entries.isEmpty else { return [] }
         var statements: [PostgresQuery] = []
         // Pending snoozes written before this batch are cancelled here; snoozes of this batch that a
-        // later answer in the same batch cancels are written as cancelled below.
-        var cancellations = JSONRecords()
+        // later answer in the same batch cancels are written as cancelled below. Rare, so planned
+        // each time (one statement per app).
+        var cancellations: [String: Set<UUID>] = [:]
+        var cancellingApps: [String] = []
         for (item, plan) in entries {
-            guard let notification = plan.cancelsSnoozesOf else { continue }
-            cancellations.beginRecord()
-            cancellations.add("app_id", item.appID)
-            cancellations.add("notification", notification)
-            cancellations.endRecord()
+            guard plan.cancelsSnoozesOf != nil, let key = item.snoozeKey, let ids = pendingSnoozes[key] else { continue }
+            if cancellations[item.appID] == nil { cancellingApps.append(item.appID) }
+            cancellations[item.appID, default: []].formUnion(ids)
         }
-        if cancellations.count > 0 {
+        for app in cancellingApps {
             statements.append(
                 """
-                UPDATE followups f SET status = 'cancelled', updated_at = now()
-                FROM json_to_recordset(\(PostgresJSON(cancellations.text))::json)
-                    AS c(app_id text, notification text)
-                WHERE f.app_id = c.app_id AND f.notification_identifier = c.notification AND f.is_snooze
-                    AND f.status IN ('pending', 'retrying')
+                UPDATE followups SET status = 'cancelled', updated_at = now()
+                WHERE app_id = \(app) AND id = ANY(\(Array(cancellations[app] ?? []))::uuid[])
+                    AND status IN ('pending', 'retrying')
                 """)
         }
 
