@@ -193,45 +193,15 @@ public struct IngestWriter: Sendable {
                 WHERE pg_try_advisory_xact_lock_shared(1, hashtext(current_schema() || chr(31) || a.app_id))
                 """ as PostgresQuery
             ).prepared,
-            ("SELECT id FROM apps WHERE id = ANY(\(apps)::text[])" as PostgresQuery).prepared,
-            (
-                """
-                SELECT r.app_id, r.idempotency_key, r.request_hash, r.answer
-                FROM unnest(\(candidates.map { items[$0].appID })::text[], \(candidates.map { items[$0].idempotencyKey })::text[])
-                    AS k(app_id, idempotency_key)
-                JOIN responses r ON r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
-                """ as PostgresQuery
-            ).prepared,
+            Self.existingApps(apps),
+            Self.storedResponses(apps: candidates.map { items[$0].appID }, keys: candidates.map { items[$0].idempotencyKey }),
         ]
         if !snoozing.apps.isEmpty {
-            // Snoozes already given for each snoozed notification.
-            reads.append(
-                (
-                    """
-                    SELECT k.app_id || chr(31) || k.notification AS key,
-                        (SELECT count(*) FROM responses r WHERE r.app_id = k.app_id
-                            AND r.notification_identifier = k.notification AND r.outcome = 'snoozed')::int AS snoozes
-                    FROM unnest(\(snoozing.apps)::text[], \(snoozing.notifications)::text[]) AS k(app_id, notification)
-                    """ as PostgresQuery
-                ).prepared)
+            reads.append(Self.snoozeCounts(apps: snoozing.apps, notifications: snoozing.notifications))
         }
         let pendingPosition = reads.count
         if !answering.apps.isEmpty {
-            // Snooze re-deliveries still pending for each notification answered otherwise. The lateral
-            // subquery keeps the batch's keys outside and the snooze index inside, whatever the plan.
-            reads.append(
-                (
-                    """
-                    SELECT s.app_id, s.id, s.notification_identifier
-                    FROM unnest(\(answering.apps)::text[], \(answering.notifications)::text[]) AS k(app_id, notification)
-                    CROSS JOIN LATERAL (
-                        SELECT f.app_id, f.id, f.notification_identifier FROM followups f
-                        WHERE f.app_id = k.app_id AND f.notification_identifier = k.notification AND f.is_snooze
-                            AND f.status IN ('pending', 'retrying')
-                        OFFSET 0
-                    ) AS s
-                    """ as PostgresQuery
-                ).prepared)
+            reads.append(Self.pendingSnoozes(apps: answering.apps, notifications: answering.notifications))
         }
         let read = try send(reads)
         let locks = read[1]
@@ -306,6 +276,51 @@ public struct IngestWriter: Sendable {
             set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)
         """ as PostgresQuery
     ).prepared
+
+    /// The apps of the batch that still exist.
+    static func existingApps(_ apps: [String]) -> PostgresQuery {
+        ("SELECT id FROM apps WHERE id = ANY(\(apps)::text[])" as PostgresQuery).prepared
+    }
+
+    /// Responses already stored under the batch's (app, idempotency key) pairs.
+    static func storedResponses(apps: [String], keys: [String]) -> PostgresQuery {
+        (
+            """
+            SELECT r.app_id, r.idempotency_key, r.request_hash, r.answer
+            FROM unnest(\(apps)::text[], \(keys)::text[]) AS k(app_id, idempotency_key)
+            JOIN responses r ON r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
+            """ as PostgresQuery
+        ).prepared
+    }
+
+    /// Snoozes already given for each (app, notification) the batch snoozes.
+    static func snoozeCounts(apps: [String], notifications: [String]) -> PostgresQuery {
+        (
+            """
+            SELECT k.app_id || chr(31) || k.notification AS key,
+                (SELECT count(*) FROM responses r WHERE r.app_id = k.app_id
+                    AND r.notification_identifier = k.notification AND r.outcome = 'snoozed')::int AS snoozes
+            FROM unnest(\(apps)::text[], \(notifications)::text[]) AS k(app_id, notification)
+            """ as PostgresQuery
+        ).prepared
+    }
+
+    /// Snooze re-deliveries still pending for each (app, notification) the batch answers otherwise.
+    /// The lateral subquery keeps the batch's keys outside and the snooze index inside, whatever the plan.
+    static func pendingSnoozes(apps: [String], notifications: [String]) -> PostgresQuery {
+        (
+            """
+            SELECT s.app_id, s.id, s.notification_identifier
+            FROM unnest(\(apps)::text[], \(notifications)::text[]) AS k(app_id, notification)
+            CROSS JOIN LATERAL (
+                SELECT f.app_id, f.id, f.notification_identifier FROM followups f
+                WHERE f.app_id = k.app_id AND f.notification_identifier = k.notification AND f.is_snooze
+                    AND f.status IN ('pending', 'retrying')
+                OFFSET 0
+            ) AS s
+            """ as PostgresQuery
+        ).prepared
+    }
 
     static func replay(_ item: IngestItem, row: PostgresRow) throws -> IngestResult {
         guard SecretToken.constantTimeEquals(try row.decode("request_hash", as: [UInt8].self), item.requestHash) else {

@@ -1,5 +1,5 @@
 import ActionHookCore
-import ActionHookStore
+@testable import ActionHookStore
 import Foundation
 import Postgres
 import Synchronization
@@ -185,6 +185,53 @@ struct GroupCommitTests {
             #expect(try api.count(PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table) WHERE app_id = 'doomed-app'")) == 0)
             #expect(try api.count(PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table) WHERE app_id = 'other-app'")) > 0)
         }
+    }
+
+    @Test("the ingest lookups keep plans made on empty tables that go through their indexes once the tables are large")
+    func plansSurviveGrowth() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("plan-app")
+        let lookups: [(query: PostgresQuery, arguments: String)] = [
+            (IngestWriter.existingApps(["plan-app"]), "'{plan-app}'"),
+            (IngestWriter.storedResponses(apps: ["plan-app"], keys: ["fill-7"]), "'{plan-app}', '{fill-7}'"),
+            (IngestWriter.snoozeCounts(apps: ["plan-app"], notifications: ["n-7"]), "'{plan-app}', '{n-7}'"),
+            (IngestWriter.pendingSnoozes(apps: ["plan-app"], notifications: ["n-7"]), "'{plan-app}', '{n-7}'"),
+        ]
+        func plan(_ connection: PostgresConnection, _ index: Int) throws -> String {
+            try connection.query(PostgresQuery(unsafeSQL: "EXPLAIN EXECUTE lookup_\(index)(\(lookups[index].arguments))"))
+                .map { try $0.decode("QUERY PLAN", as: String.self) }.joined(separator: "\n")
+        }
+        // Each lookup's plan is made and cached while the tables are empty (a new install, a TRUNCATE).
+        let connection = try PostgresConnection(configuration: api.database.configuration)
+        try connection.execute("BEGIN")
+        _ = try connection.query(IngestWriter.planSettings)
+        for (index, lookup) in lookups.enumerated() {
+            try connection.execute(PostgresQuery(unsafeSQL: "PREPARE lookup_\(index) AS \(lookup.query.sql)"))
+            _ = try plan(connection, index)
+        }
+        // The tables grow without an ANALYZE, so nothing tells the cached plans to change.
+        _ = try api.pool.withConnection { filler in
+            try filler.execute(
+                """
+                INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
+                    notification_identifier, outcome, answer)
+                SELECT 'plan-app', gen_random_uuid(), 'fill-' || g, '\\x00', 'snooze', 'n-' || g, 'snoozed', '{}'
+                FROM generate_series(1, 20000) AS g
+                """)
+            try filler.execute(
+                """
+                INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze, notification_identifier,
+                    payload, due_at)
+                SELECT app_id, gen_random_uuid(), id, -1, 'apns', true, notification_identifier, '{}', now() + interval '1 hour'
+                FROM responses WHERE app_id = 'plan-app'
+                """)
+        }
+        for index in lookups.indices {
+            let text = try plan(connection, index)
+            #expect(!text.contains("Seq Scan"), "lookup \(index) scans a table whole:\n\(text)")
+            #expect(text.contains("Index"), "lookup \(index) uses no index:\n\(text)")
+        }
+        try connection.execute("ROLLBACK")
     }
 
     @Test("two decisions on one subject in a batch: the one decided last wins, whatever the batch order")
