@@ -110,6 +110,8 @@ struct PlannedResponse {
 /// - the same key while another transaction holds it: ``StoreError/idempotencyKeyInFlight``;
 /// - the same key and the same normalised body: the stored answer, ``IngestResult/replayed(_:)``;
 /// - the same key and another body: ``StoreError/idempotencyKeyReused``.
+/// An item whose app was deleted after its key was checked fails with ``StoreError/appDeleted``, and
+/// one whose app is being deleted at that moment with ``StoreError/appBeingDeleted``.
 /// A snooze past `maxSnoozes` for the notification becomes `snooze_limit_reached` with no
 /// follow-ups; any other answer to a notification cancels its pending snooze re-deliveries.
 /// Times come from the database clock (`now()` is the transaction's start).
