@@ -356,6 +356,9 @@ if wants actionhook || wants actionhook-reject || wants actionhook-half || wants
         if ((half < 1)); then half=1; fi
         log "pacing at $half req/s (half of the measured peak $peak)"
         echo "$half" >"$raw/actionhook-half.rate"
+        # Like every database contender, from empty tables after a checkpoint (the same, warm server):
+        # otherwise the vacuum and checkpoint of the full-load runs' rows land in this one.
+        reset_tables
         run_wrk actionhook-half "http://127.0.0.1:$actionhook_port/v1/responses" \
             BENCH_MODE=ingest BENCH_KEY="$ingest_key" BENCH_EXPECT=202 BENCH_RATE="$half"
     fi
