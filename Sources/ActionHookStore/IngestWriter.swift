@@ -125,7 +125,7 @@ public struct IngestWriter: Sendable {
 
     /// Stores one response and its follow-ups in one transaction.
     public func ingest(_ item: IngestItem) throws -> IngestResult {
-        try pool.pipelinedTransaction { send in try ingestTogether([item], send: send) }[0].get()
+        try write([item])[0].get()
     }
 
     /// Stores several responses in one transaction and returns one result per item, in order.
@@ -136,7 +136,7 @@ public struct IngestWriter: Sendable {
     public func ingest(batch items: [IngestItem]) -> [Result<IngestResult, any Error>] {
         guard items.count > 1 else { return items.map { item in Result { try ingest(item) } } }
         do {
-            return try pool.pipelinedTransaction { send in try ingestTogether(items, send: send) }
+            return try write(items)
         } catch let error as PostgresError where error.kind == .server {
             return items.map { item in Result { try ingest(item) } }
         } catch {
@@ -144,11 +144,27 @@ public struct IngestWriter: Sendable {
         }
     }
 
+    /// Writes the items as one transaction, first assuming that none of their keys is stored yet (the
+    /// unique constraint checks that as the rows go in); if one is, the transaction rolls back and
+    /// the items are written again with every key looked up first. A key is stored before only when
+    /// a client sends a request again, so the common write reads nothing per key.
+    private func write(_ items: [IngestItem]) throws -> [Result<IngestResult, any Error>] {
+        do {
+            return try pool.pipelinedTransaction { send in try ingestTogether(items, lookingUp: false, send: send) }
+        } catch let error as PostgresError where error.isUniqueViolation && error.constraint == Self.idempotencyConstraint {
+            return try pool.pipelinedTransaction { send in try ingestTogether(items, lookingUp: true, send: send) }
+        }
+    }
+
+    /// The unique constraint on `(app_id, idempotency_key)`, named by the error that says a key is stored.
+    static let idempotencyConstraint = "responses_app_id_idempotency_key_key"
+
     /// The whole write as one transaction of two round trips: one pipeline takes the idempotency
-    /// locks and reads what they guard; the statements returned write every row, with the commit.
-    private func ingestTogether(_ items: [IngestItem], send: ([PostgresQuery]) throws -> [PostgresRows]) throws
-        -> (value: [Result<IngestResult, any Error>], commitWith: [PostgresQuery])
-    {
+    /// locks and reads what they guard (with `lookingUp`, the responses stored under the keys); the
+    /// statements returned write every row, with the commit.
+    private func ingestTogether(
+        _ items: [IngestItem], lookingUp: Bool, send: ([PostgresQuery]) throws -> [PostgresRows]
+    ) throws -> (value: [Result<IngestResult, any Error>], commitWith: [PostgresQuery]) {
         var results = [Result<IngestResult, any Error>?](repeating: nil, count: items.count)
         // A key twice in one batch: the later ones are concurrent with the first.
         var seen = Set<String>()
@@ -196,8 +212,14 @@ public struct IngestWriter: Sendable {
                 """ as PostgresQuery
             ).prepared,
             Self.existingApps(apps),
-            Self.storedResponses(apps: candidates.map { items[$0].appID }, keys: candidates.map { items[$0].idempotencyKey }),
         ]
+        let storedPosition = reads.count
+        if lookingUp {
+            reads.append(
+                Self.storedResponses(
+                    apps: candidates.map { items[$0].appID }, keys: candidates.map { items[$0].idempotencyKey }))
+        }
+        let countsPosition = reads.count
         if !snoozing.apps.isEmpty {
             reads.append(Self.snoozeCounts(apps: snoozing.apps, notifications: snoozing.notifications))
         }
@@ -226,12 +248,18 @@ public struct IngestWriter: Sendable {
             }
         }
         var stored: [String: PostgresRow] = [:]
-        for row in read[4] {
-            stored[try row.decode("app_id", as: String.self) + "\u{1F}" + (try row.decode("idempotency_key", as: String.self))] = row
+        if lookingUp {
+            for row in read[storedPosition] {
+                let key = try row.decode("app_id", as: String.self) + "\u{1F}"
+                    + (try row.decode("idempotency_key", as: String.self))
+                stored[key] = row
+            }
         }
         var snoozesBefore: [String: Int] = [:]
         if !snoozing.apps.isEmpty {
-            for row in read[5] { snoozesBefore[try row.decode("key", as: String.self)] = try row.decode("snoozes") }
+            for row in read[countsPosition] {
+                snoozesBefore[try row.decode("key", as: String.self)] = try row.decode("snoozes")
+            }
         }
         var pendingSnoozes: [String: [UUID]] = [:]
         if !answering.apps.isEmpty {
@@ -272,7 +300,7 @@ public struct IngestWriter: Sendable {
     /// TRUNCATE, on a new install) scans the table whole once it is not; planning each batch's
     /// lookups anew costs more than running them at low load. Each prepared lookup has one index
     /// that matches all its keys (the test `plansSurviveGrowth` checks which); the idempotency lookup,
-    /// which has two candidates, is planned each time.
+    /// which has two candidates and runs only after a replay, is planned each time.
     static let planSettings = (
         """
         SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
@@ -285,11 +313,12 @@ public struct IngestWriter: Sendable {
         ("SELECT id FROM apps WHERE id = ANY(\(apps)::text[])" as PostgresQuery).prepared
     }
 
-    /// Responses already stored under the batch's (app, idempotency key) pairs.
+    /// Responses already stored under the batch's (app, idempotency key) pairs; read only when a
+    /// write found one of its keys stored.
     ///
-    /// Planned at every batch: before `responses` has statistics (a new install), the planner takes
-    /// the history index as cheap as the unique one, and a plan kept from then would read every
-    /// response of the app for each key.
+    /// Planned each time: before `responses` has statistics (a new install), the planner takes the
+    /// history index as cheap as the unique one, and a plan kept from then would read every response
+    /// of the app for each key.
     static func storedResponses(apps: [String], keys: [String]) -> PostgresQuery {
         """
         SELECT r.app_id, r.idempotency_key, r.request_hash, r.answer
@@ -387,19 +416,26 @@ struct Batch {
             responses.add("answer", plan.answer.jsonText)
             responses.endRecord()
         }
+        // A key stored before (which only a lookup would have found) fails the statement like a
+        // unique violation, so the transaction rolls back with nothing of the batch written.
         statements.append((
             """
-            INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier, category_identifier,
-                notification_identifier, user_text, user_info, device_token, client_response_id, responded_at,
-                received_at, outcome, rule_id, subject, answer)
-            SELECT r.app_id, r.id, r.idempotency_key, decode(r.request_hash, 'hex'), r.action_identifier,
-                r.category_identifier, r.notification_identifier, r.user_text, r.user_info, r.device_token,
-                r.client_response_id, r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer::json
-            FROM jsonb_to_recordset(\(PostgresJSON(responses.text))::jsonb) AS r(
-                app_id text, id uuid, idempotency_key text, request_hash text, action_identifier text,
-                category_identifier text, notification_identifier text, user_text text, user_info jsonb,
-                device_token text, client_response_id text, responded_at timestamptz, outcome text, rule_id text,
-                subject text, answer text)
+            WITH inserted AS (
+                INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
+                    category_identifier, notification_identifier, user_text, user_info, device_token,
+                    client_response_id, responded_at, received_at, outcome, rule_id, subject, answer)
+                SELECT r.app_id, r.id, r.idempotency_key, decode(r.request_hash, 'hex'), r.action_identifier,
+                    r.category_identifier, r.notification_identifier, r.user_text, r.user_info, r.device_token,
+                    r.client_response_id, r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer::json
+                FROM jsonb_to_recordset(\(PostgresJSON(responses.text))::jsonb) AS r(
+                    app_id text, id uuid, idempotency_key text, request_hash text, action_identifier text,
+                    category_identifier text, notification_identifier text, user_text text, user_info jsonb,
+                    device_token text, client_response_id text, responded_at timestamptz, outcome text,
+                    rule_id text, subject text, answer text)
+                ON CONFLICT (app_id, idempotency_key) DO NOTHING
+                RETURNING 1
+            )
+            SELECT actionhook_idempotency_key_stored() WHERE (SELECT count(*) FROM inserted) < \(entries.count)::bigint
             """ as PostgresQuery).prepared)
 
         var cancelledInBatch = Set<UUID>()

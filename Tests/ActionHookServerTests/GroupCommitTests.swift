@@ -288,6 +288,99 @@ struct GroupCommitTests {
         let statuses = try rows.map { "\(try $0.decode("key", as: String.self))=\(try $0.decode("status", as: String.self))" }
         #expect(statuses == ["s1=cancelled", "s2=pending"])
     }
+
+    @Test("while a writer is busy, a second one starts only once enough responses wait; every one is answered")
+    func secondWriterWaitsForEnough() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("queue-app")
+        let pool = PostgresPool(configuration: api.database.configuration, size: 2)
+        defer { pool.close() }
+        let sizes = Mutex([Int]())
+        let batcher = IngestBatcher(
+            writer: IngestWriter(pool: pool), writers: 2, maxBatch: 64, concurrentBatchMinimum: 4,
+            observer: { size, _ in sizes.withLock { $0.append(size) } })
+        batcher.start()
+        defer { batcher.stop() }
+        let answered = DispatchGroup()
+        let created = Mutex(0)
+        func submit(_ key: String) throws {
+            answered.enter()
+            batcher.submit(try item(app: "queue-app", key: key)) { result in
+                if case .success(.created) = result { created.withLock { $0 += 1 } }
+                answered.leave()
+            }
+        }
+        // The table is locked, so a writer that reaches its insert stays busy until it is released.
+        let blocker = try PostgresConnection(configuration: api.database.configuration)
+        try blocker.execute("BEGIN")
+        try blocker.execute("LOCK TABLE responses IN EXCLUSIVE MODE")
+        // Watched from another session: within a transaction, pg_stat_activity keeps its first reading.
+        let watcher = try PostgresConnection(configuration: api.database.configuration)
+        func writersWaiting() throws -> Int {
+            try watcher.query(
+                """
+                SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO responses%' AND datname = current_database()
+                """
+            ).first?.decode("n", as: Int.self) ?? 0
+        }
+        func eventually(_ condition: () throws -> Bool) rethrows -> Bool {
+            // Well within the sessions' statement timeout, which would end the writers' wait.
+            let deadline = ContinuousClock.now + .seconds(3)
+            while ContinuousClock.now < deadline {
+                if try condition() { return true }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            return try condition()
+        }
+        try submit("first")
+        #expect(try eventually { try writersWaiting() == 1 })
+        // Three waiting are below the minimum: they wait for the busy writer rather than start a batch.
+        for key in ["a", "b", "c"] { try submit(key) }
+        try submit("d")
+        #expect(try eventually { try writersWaiting() == 2 }, "four waiting responses did not start the second writer")
+        try blocker.execute("ROLLBACK")
+        #expect(answered.wait(timeout: .now() + 20) == .success)
+        #expect(created.withLock { $0 } == 5)
+        #expect(sizes.withLock { $0.sorted() } == [1, 4])
+        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'queue-app'") == 5)
+    }
+
+    @Test("a request sent again inside a batch is replayed and changes nothing: a snooze made since stays pending")
+    func replayInABatchWritesNothing() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("retry-app")
+        let writer = IngestWriter(pool: api.pool)
+        guard case .created(let stopAnswer) = try writer.ingest(try item(app: "retry-app", key: "stop", rule: Self.stopRule)),
+            case .created = try writer.ingest(
+                try item(app: "retry-app", key: "s1", action: "SNOOZE_ACTION", rule: Self.snoozeRule))
+        else {
+            Issue.record("the first answers were not created")
+            return
+        }
+        // The stop is sent again with a new snooze: written as if new, the stop would cancel s1's
+        // re-delivery and s2's; the batch is written again with the stop replayed instead.
+        let results = writer.ingest(batch: [
+            try item(app: "retry-app", key: "stop", rule: Self.stopRule),
+            try item(app: "retry-app", key: "s2", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
+        ])
+        guard case .success(.replayed(let replayed)) = results[0], case .success(.created(let snooze)) = results[1] else {
+            Issue.record("unexpected results: \(results)")
+            return
+        }
+        #expect(replayed == stopAnswer)
+        #expect(snooze.value(atPath: "outcome")?.stringValue == "snoozed")
+        let rows = try api.query(
+            """
+            SELECT r.idempotency_key AS key, f.status FROM followups f
+            JOIN responses r ON r.app_id = f.app_id AND r.id = f.response_id
+            WHERE f.is_snooze ORDER BY r.idempotency_key
+            """)
+        let statuses = try rows.map { "\(try $0.decode("key", as: String.self))=\(try $0.decode("status", as: String.self))" }
+        #expect(statuses == ["s1=pending", "s2=pending"])
+        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'retry-app'") == 3)
+        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE app_id = 'retry-app'") == 2)
+    }
 }
 
 @Suite("Bodies with U+0000")
