@@ -340,18 +340,21 @@ public struct IngestWriter: Sendable {
     }
 
     /// Snooze re-deliveries still pending for each (app, notification) the batch answers otherwise.
-    /// The lateral subquery keeps the batch's keys outside and the snooze index inside, whatever the plan.
+    /// The lateral subquery keeps the batch's keys outside and the snooze index inside, whatever the
+    /// plan. The status is tested outside it (`OFFSET 0` keeps it there): inside, it would make the
+    /// due index (partial on that status) a candidate, and a plan made on a truncated table, where
+    /// every index looks as cheap, took it and read every pending follow-up of the app per key.
     static func pendingSnoozes(apps: [String], notifications: [String]) -> PostgresQuery {
         (
             """
             SELECT s.app_id, s.id, s.notification_identifier
             FROM unnest(\(apps)::text[], \(notifications)::text[]) AS k(app_id, notification)
             CROSS JOIN LATERAL (
-                SELECT f.app_id, f.id, f.notification_identifier FROM followups f
+                SELECT f.app_id, f.id, f.notification_identifier, f.status FROM followups f
                 WHERE f.app_id = k.app_id AND f.notification_identifier = k.notification AND f.is_snooze
-                    AND f.status IN ('pending', 'retrying')
                 OFFSET 0
             ) AS s
+            WHERE s.status IN ('pending', 'retrying')
             """ as PostgresQuery
         ).prepared
     }

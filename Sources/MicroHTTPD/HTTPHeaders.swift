@@ -52,8 +52,12 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
 
     static func normalize(_ name: String) -> String {
         // Names looked up in code are already lower case; names on the wire are ASCII.
-        if name.utf8.allSatisfy({ !(65...90).contains($0) }) { return name }
-        guard name.utf8.allSatisfy({ $0 < 0x80 }) else { return name.lowercased() }
-        return String(decoding: name.utf8.map { (65...90).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        let utf8 = name.utf8
+        guard utf8.contains(where: { (65...90).contains($0) }) else { return name }
+        guard utf8.allSatisfy({ $0 < 0x80 }) else { return name.lowercased() }
+        return String(unsafeUninitializedCapacity: utf8.count) { buffer in
+            for (index, byte) in utf8.enumerated() { buffer[index] = (65...90).contains(byte) ? byte | 0x20 : byte }
+            return utf8.count
+        }
     }
 }

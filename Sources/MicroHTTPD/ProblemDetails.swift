@@ -71,18 +71,28 @@ public struct ProblemDetails: Sendable, Equatable {
         guard title.utf8.allSatisfy({ $0 < 0x80 }) else {
             return String(title.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
         }
-        return String(decoding: title.utf8.map { byte -> UInt8 in
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte + 32
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): byte
-            default: UInt8(ascii: "-")
+        let utf8 = title.utf8
+        return String(unsafeUninitializedCapacity: utf8.count) { buffer in
+            for (index, byte) in utf8.enumerated() {
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"): buffer[index] = byte + 32
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): buffer[index] = byte
+                default: buffer[index] = UInt8(ascii: "-")
+                }
             }
-        }, as: UTF8.self)
+            return utf8.count
+        }
     }
 
     /// Appends `text` as a JSON string literal (`"` and `\` escaped, control characters as escapes).
     static func appendQuoted(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        // Most texts need no escape: copy them whole.
+        guard text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+            out.append(contentsOf: text.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)

@@ -72,6 +72,11 @@ public struct Router: Sendable {
     /// The routes, tried in order.
     public private(set) var routes: [Route] = []
 
+    /// Routes without parameters by their pattern, so the common lookup needs no split of the path.
+    /// A route is here only if no earlier route answers its path and method, so a hit gives the same
+    /// route as trying them in order.
+    private var literal: [String: [Route]] = [:]
+
     /// Creates an empty router.
     public init() {}
 
@@ -81,6 +86,10 @@ public struct Router: Sendable {
             !routes.contains { $0.method == route.method && $0.segments == route.segments },
             "duplicate route \(route.method) \(route.pattern)")
         routes.append(route)
+        guard route.segments.allSatisfy({ if case .literal = $0 { true } else { false } }) else { return }
+        let parts = route.pattern.split(separator: "/", omittingEmptySubsequences: true)
+        let shadowed = routes.dropLast().contains { $0.method == route.method && $0.match(parts) != nil }
+        if !shadowed { literal[route.pattern, default: []].append(route) }
     }
 
     /// Adds a route answered on the server thread.
@@ -93,6 +102,7 @@ public struct Router: Sendable {
 
     /// Looks up `path` for `method`. `HEAD` falls back to the `GET` route.
     public func match(method: HTTPMethod, path: String) -> Match {
+        if let route = literal[path]?.first(where: { $0.method == method }) { return .found(route, parameters: [:]) }
         let parts = path.split(separator: "/", omittingEmptySubsequences: true)
         var allowed: [HTTPMethod] = []
         var getFallback: (Route, [String: String])?

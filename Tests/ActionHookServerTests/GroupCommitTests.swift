@@ -187,8 +187,10 @@ struct GroupCommitTests {
         }
     }
 
-    @Test("the prepared ingest lookups keep plans made on empty tables that go through their own index once the tables are large")
-    func plansSurviveGrowth() throws {
+    @Test(
+        "the prepared ingest lookups keep plans made on empty tables (new, or truncated after an analyze) that go through their own index once the tables are large",
+        arguments: [false, true])
+    func plansSurviveGrowth(truncated: Bool) throws {
         let api = try TestAPI()
         _ = try api.createApp("plan-app")
         let lookups: [(query: PostgresQuery, arguments: String, index: String)] = [
@@ -203,11 +205,45 @@ struct GroupCommitTests {
             ),
         ]
         for lookup in lookups { #expect(lookup.query.isPrepared) }
+        /// Fills the tables without an ANALYZE: responses, each with one pending follow-up.
+        func fill(snoozes: Bool) throws {
+            _ = try api.pool.withConnection { filler in
+                try filler.execute(
+                    """
+                    INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
+                        notification_identifier, outcome, answer)
+                    SELECT 'plan-app', gen_random_uuid(), 'fill-' || g, '\\x00', 'snooze', 'n-' || g, 'snoozed', '{}'
+                    FROM generate_series(1, 20000) AS g
+                    """)
+                try filler.execute(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze,
+                                notification_identifier, payload, due_at)
+                            SELECT app_id, gen_random_uuid(), id, -1, 'apns', \(snoozes), notification_identifier, '{}',
+                                now() + interval '1 hour'
+                            FROM responses WHERE app_id = 'plan-app'
+                            """))
+            }
+        }
+        if truncated {
+            // A deployment whose statistics were taken with rows and no snooze, then emptied (the
+            // benchmark does this between runs), where every index of a table looks as cheap.
+            try fill(snoozes: false)
+            _ = try api.pool.withConnection { connection in
+                try connection.execute("ANALYZE responses")
+                try connection.execute("ANALYZE followups")
+                try connection.execute("TRUNCATE responses, followups, delivery_attempts")
+                // Vacuumed while empty (autovacuum does this after a TRUNCATE): known to hold no rows.
+                try connection.execute("VACUUM responses")
+                try connection.execute("VACUUM followups")
+            }
+        }
         func plan(_ connection: PostgresConnection, _ index: Int) throws -> String {
             try connection.query(PostgresQuery(unsafeSQL: "EXPLAIN EXECUTE lookup_\(index)(\(lookups[index].arguments))"))
                 .map { try $0.decode("QUERY PLAN", as: String.self) }.joined(separator: "\n")
         }
-        // Each lookup's plan is made and cached while the tables are empty (a new install, a TRUNCATE).
+        // Each lookup's plan is made and cached while the tables are empty.
         let connection = try PostgresConnection(configuration: api.database.configuration)
         try connection.execute("BEGIN")
         _ = try connection.query(IngestWriter.planSettings)
@@ -216,26 +252,11 @@ struct GroupCommitTests {
             _ = try plan(connection, index)
         }
         // The tables grow without an ANALYZE, so nothing tells the cached plans to change.
-        _ = try api.pool.withConnection { filler in
-            try filler.execute(
-                """
-                INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
-                    notification_identifier, outcome, answer)
-                SELECT 'plan-app', gen_random_uuid(), 'fill-' || g, '\\x00', 'snooze', 'n-' || g, 'snoozed', '{}'
-                FROM generate_series(1, 20000) AS g
-                """)
-            try filler.execute(
-                """
-                INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze, notification_identifier,
-                    payload, due_at)
-                SELECT app_id, gen_random_uuid(), id, -1, 'apns', true, notification_identifier, '{}', now() + interval '1 hour'
-                FROM responses WHERE app_id = 'plan-app'
-                """)
-        }
+        try fill(snoozes: true)
         for index in lookups.indices {
             let text = try plan(connection, index)
             #expect(!text.contains("Seq Scan"), "lookup \(index) scans a table whole:\n\(text)")
-            #expect(text.contains(" \(lookups[index].index)"), "lookup \(index) is not through its index:\n\(text)")
+            #expect(text.contains(" \(lookups[index].index) "), "lookup \(index) is not through its index:\n\(text)")
         }
         try connection.execute("ROLLBACK")
     }

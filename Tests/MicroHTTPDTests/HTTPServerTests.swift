@@ -292,6 +292,30 @@ struct HTTPServerTests {
         #expect(throws: TestClientError.self) { try HTTPTestClient(port: port) }
     }
 
+    @Test("the router answers as trying routes in order: an earlier parameter route shadows a later literal one")
+    func routerOrder() {
+        var router = Router()
+        router.add(.get, "/v1/items/{id}") { _ in HTTPResponse(status: 200) }
+        router.add(.get, "/v1/items/new") { _ in HTTPResponse(status: 200) }
+        router.add(.post, "/v1/items/new") { _ in HTTPResponse(status: 200) }
+        router.add(.get, "/healthz") { _ in HTTPResponse(status: 200) }
+        func found(_ method: HTTPMethod, _ path: String) -> (String, [String: String])? {
+            guard case .found(let route, let parameters) = router.match(method: method, path: path) else { return nil }
+            return (route.pattern, parameters)
+        }
+        #expect(found(.get, "/v1/items/new")?.0 == "/v1/items/{id}")
+        #expect(found(.get, "/v1/items/new")?.1 == ["id": "new"])
+        #expect(found(.post, "/v1/items/new")?.0 == "/v1/items/new")
+        #expect(found(.get, "/healthz")?.0 == "/healthz")
+        #expect(found(.head, "/healthz")?.0 == "/healthz")
+        #expect(found(.get, "//healthz/")?.0 == "/healthz")
+        guard case .methodNotAllowed(let allowed) = router.match(method: .delete, path: "/healthz") else {
+            Issue.record("DELETE /healthz was not 405")
+            return
+        }
+        #expect(allowed == [.get])
+    }
+
     @Test("problem bodies escape text and list field errors")
     func problemJSON() throws {
         let problem = ProblemDetails(
