@@ -5,16 +5,6 @@ import TestSupport
 
 @Suite("Two instances over one database")
 struct CrossInstanceTests {
-    /// Polls `condition` until it holds or two seconds pass (NOTIFY arrives asynchronously).
-    func eventually(_ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = ContinuousClock.now + .seconds(2)
-        while ContinuousClock.now < deadline {
-            if try condition() { return true }
-            Thread.sleep(forTimeInterval: 0.02)
-        }
-        return try condition()
-    }
-
     @Test("a key revoked and a rule added through one instance take effect on the other at once")
     func changesReachEveryInstance() throws {
         let api = try TestAPI()
@@ -37,7 +27,7 @@ struct CrossInstanceTests {
             json: #"{"id":"done","match":{"category":"TODO_CATEGORY","action":"MARK_DONE"},"handler":{"type":"record"}}"#)
         #expect(rule.status == 201)
         #expect(
-            try eventually {
+            try eventually(within: 2) {
                 try ingestOnOther(#"{"actionIdentifier":"MARK_DONE","userInfo":{"aps":{"category":"TODO_CATEGORY"}}}"#)
                     .json["outcome"] as? String == "recorded"
             })
@@ -45,6 +35,6 @@ struct CrossInstanceTests {
         let keys = try api.query("SELECT id FROM api_keys WHERE app_id = 'shared-app'")
         let keyID = try #require(try keys.first?.decode("id", as: UUID.self))
         #expect(try api.admin("DELETE", "/v1/apps/shared-app/keys/\(keyID.uuidString.lowercased())").status == 204)
-        #expect(try eventually { try ingestOnOther(#"{"actionIdentifier":"x"}"#).status == 401 })
+        #expect(try eventually(within: 2) { try ingestOnOther(#"{"actionIdentifier":"x"}"#).status == 401 })
     }
 }

@@ -30,6 +30,17 @@ struct GroupCommitTests {
         return IngestItem(appID: app, idempotencyKey: key, response: response, decision: decision)
     }
 
+    /// Each snooze re-delivery as "idempotency key of its response=status", by key.
+    func snoozeStatuses(_ api: TestAPI) throws -> [String] {
+        try api.query(
+            """
+            SELECT r.idempotency_key AS key, f.status FROM followups f
+            JOIN responses r ON r.app_id = f.app_id AND r.id = f.response_id
+            WHERE f.is_snooze ORDER BY r.idempotency_key
+            """
+        ).map { "\(try $0.decode("key", as: String.self))=\(try $0.decode("status", as: String.self))" }
+    }
+
     @Test("64 concurrent ingests through HTTP: every one acknowledged and stored exactly once")
     func concurrentIngests() throws {
         let api = try TestAPI()
@@ -300,13 +311,7 @@ struct GroupCommitTests {
             try item(app: "timer-app", key: "s2", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
         ])
         #expect(results.allSatisfy { if case .success(.created) = $0 { true } else { false } })
-        let rows = try api.query(
-            """
-            SELECT r.idempotency_key AS key, f.status FROM followups f
-            JOIN responses r ON r.app_id = f.app_id AND r.id = f.response_id
-            WHERE f.is_snooze ORDER BY r.idempotency_key
-            """)
-        let statuses = try rows.map { "\(try $0.decode("key", as: String.self))=\(try $0.decode("status", as: String.self))" }
+        let statuses = try snoozeStatuses(api)
         #expect(statuses == ["s1=cancelled", "s2=pending"])
     }
 
@@ -345,21 +350,14 @@ struct GroupCommitTests {
                 """
             ).first?.decode("n", as: Int.self) ?? 0
         }
-        func eventually(_ condition: () throws -> Bool) rethrows -> Bool {
-            // Well within the sessions' statement timeout, which would end the writers' wait.
-            let deadline = ContinuousClock.now + .seconds(3)
-            while ContinuousClock.now < deadline {
-                if try condition() { return true }
-                Thread.sleep(forTimeInterval: 0.01)
-            }
-            return try condition()
-        }
         try submit("first")
-        #expect(try eventually { try writersWaiting() == 1 })
-        // Three waiting are below the minimum: they wait for the busy writer rather than start a batch.
+        // Each wait stays well within the sessions' statement timeout, which would end the writers' wait.
+        #expect(try eventually(within: 3) { try writersWaiting() == 1 })
+        // Three waiting are below the minimum and start no batch (the sizes at the end show it); a
+        // fourth starts the second writer.
         for key in ["a", "b", "c"] { try submit(key) }
         try submit("d")
-        #expect(try eventually { try writersWaiting() == 2 }, "four waiting responses did not start the second writer")
+        #expect(try eventually(within: 3) { try writersWaiting() == 2 }, "four waiting responses did not start the second writer")
         try blocker.execute("ROLLBACK")
         #expect(answered.wait(timeout: .now() + 20) == .success)
         #expect(created.withLock { $0 } == 5)
@@ -391,13 +389,7 @@ struct GroupCommitTests {
         }
         #expect(replayed == stopAnswer)
         #expect(snooze.value(atPath: "outcome")?.stringValue == "snoozed")
-        let rows = try api.query(
-            """
-            SELECT r.idempotency_key AS key, f.status FROM followups f
-            JOIN responses r ON r.app_id = f.app_id AND r.id = f.response_id
-            WHERE f.is_snooze ORDER BY r.idempotency_key
-            """)
-        let statuses = try rows.map { "\(try $0.decode("key", as: String.self))=\(try $0.decode("status", as: String.self))" }
+        let statuses = try snoozeStatuses(api)
         #expect(statuses == ["s1=pending", "s2=pending"])
         #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'retry-app'") == 3)
         #expect(try api.count("SELECT count(*) AS n FROM followups WHERE app_id = 'retry-app'") == 2)

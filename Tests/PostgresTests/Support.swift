@@ -8,16 +8,6 @@ func randomHex(_ bytes: Int = 8) -> String {
     return (0..<bytes).map { _ in String(format: "%02x", generator.next() as UInt8) }.joined()
 }
 
-/// Polls `condition` every 20 ms until it holds or `seconds` pass; returns whether it held.
-func eventually(within seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date(timeIntervalSinceNow: seconds)
-    while Date() < deadline {
-        if try condition() { return true }
-        Thread.sleep(forTimeInterval: 0.02)
-    }
-    return try condition()
-}
-
 /// Terminates the given backends and waits until the server has let them go.
 func terminateBackends(_ pids: [Int], using admin: PostgresConnection) throws -> Bool {
     _ = try admin.query("SELECT pg_terminate_backend(pid) FROM unnest(\(pids)::int[]) AS pid")

@@ -1,0 +1,13 @@
+import Foundation
+
+/// Polls `condition` every 10 ms until it holds or `seconds` pass; returns whether it held.
+///
+/// For what arrives asynchronously (a NOTIFY, a writer reaching a lock), never to time the code.
+public func eventually(within seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if try condition() { return true }
+        Thread.sleep(forTimeInterval: 0.01)
+    }
+    return try condition()
+}
