@@ -470,23 +470,23 @@ struct Batch {
                 followUps.endRecord()
             }
         }
+        // The workers of every instance are told which apps have new follow-ups (delivered at commit).
         if followUps.count > 0 {
             statements.append((
                 """
-                INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze, notification_identifier,
-                    device_token, payload, due_at, status)
-                SELECT f.app_id, f.id, f.response_id, f.ordinal, f.channel, f.is_snooze, f.notification_identifier,
-                    f.device_token, f.payload, f.due_at, f.status
-                FROM jsonb_to_recordset(\(PostgresJSON(followUps.text))::jsonb) AS f(
-                    app_id text, id uuid, response_id uuid, ordinal integer, channel text, is_snooze boolean,
-                    notification_identifier text, device_token text, payload jsonb, due_at timestamptz, status text)
+                WITH inserted AS (
+                    INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze,
+                        notification_identifier, device_token, payload, due_at, status)
+                    SELECT f.app_id, f.id, f.response_id, f.ordinal, f.channel, f.is_snooze, f.notification_identifier,
+                        f.device_token, f.payload, f.due_at, f.status
+                    FROM jsonb_to_recordset(\(PostgresJSON(followUps.text))::jsonb) AS f(
+                        app_id text, id uuid, response_id uuid, ordinal integer, channel text, is_snooze boolean,
+                        notification_identifier text, device_token text, payload jsonb, due_at timestamptz,
+                        status text)
+                    RETURNING app_id
+                )
+                SELECT pg_notify(\(Channels.followUps), app_id) FROM (SELECT DISTINCT app_id FROM inserted) AS apps
                 """ as PostgresQuery).prepared)
-        }
-
-        let appsWithFollowUps = Array(Set(entries.filter { !$0.1.followUps.isEmpty }.map { $0.0.appID })).sorted()
-        if !appsWithFollowUps.isEmpty {
-            statements.append((
-                "SELECT pg_notify(\(Channels.followUps), app) FROM unnest(\(appsWithFollowUps)::text[]) AS app" as PostgresQuery).prepared)
         }
         return statements
     }

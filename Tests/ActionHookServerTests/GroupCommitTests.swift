@@ -365,6 +365,41 @@ struct GroupCommitTests {
         #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'queue-app'") == 5)
     }
 
+    @Test("a batch tells the workers of every instance which of its apps have new follow-ups, at commit")
+    func batchNotifiesAppsWithFollowUps() throws {
+        let api = try TestAPI()
+        // NOTIFY is per database, which parallel tests share: the apps' names are this test's own.
+        let suffix = UUID().uuidString.prefix(8).lowercased()
+        let (snoozing, alsoSnoozing, recording) = ("notify-a-\(suffix)", "notify-b-\(suffix)", "notify-c-\(suffix)")
+        for app in [snoozing, alsoSnoozing, recording] { _ = try api.createApp(app) }
+        let received = Mutex([String]())
+        let ready = "ready-\(suffix)"
+        let listener = PostgresListener(
+            configuration: api.database.configuration, channels: [Channels.followUps],
+            onNotification: { notification in received.withLock { $0.append(notification.payload) } })
+        listener.start()
+        defer { listener.stop() }
+        let admin = try PostgresConnection(configuration: api.database.configuration)
+        #expect(
+            try eventually(within: 5) {
+                try admin.notify(channel: Channels.followUps, payload: ready)
+                return received.withLock { $0.contains(ready) }
+            })
+
+        let results = IngestWriter(pool: api.pool).ingest(batch: [
+            try item(app: snoozing, key: "1", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
+            try item(app: snoozing, key: "2", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
+            try item(app: alsoSnoozing, key: "1", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
+            try item(app: recording, key: "1", action: "STOP_ACTION", rule: Self.stopRule),
+        ])
+        #expect(results.allSatisfy { if case .success(.created) = $0 { true } else { false } })
+        let mine = { received.withLock { $0.filter { $0.hasSuffix(suffix) && $0 != ready } } }
+        #expect(eventually(within: 5) { mine().count >= 2 })
+        // Anything else would have come with the same commit; give it a moment to arrive.
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(mine().sorted() == [snoozing, alsoSnoozing])
+    }
+
     @Test("a request sent again inside a batch is replayed and changes nothing: a snooze made since stays pending")
     func replayInABatchWritesNothing() throws {
         let api = try TestAPI()
