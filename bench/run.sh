@@ -371,7 +371,8 @@ if wants actionhook || wants actionhook-reject || wants actionhook-half || wants
     fi
     psql_bench -tAc "SELECT 'stored: ' || (SELECT count(*) FROM responses) || ' responses, ' ||
         (SELECT count(*) FROM followups) || ' follow-ups, ' ||
-        (SELECT count(DISTINCT (subject, device_token)) FROM responses WHERE outcome IN ('accepted', 'declined')) ||
+        (SELECT count(DISTINCT (subject, device_token)) FROM responses
+            WHERE subject IS NOT NULL AND outcome IN ('accepted', 'declined')) ||
         ' subjects decided (per device)'" >"$raw/actionhook-rows.txt"
     log "$(cat "$raw/actionhook-rows.txt")"
     stop_server

@@ -153,7 +153,7 @@ public struct AppStore: Sendable {
         try pool.transaction { connection in
             // The app's lock, shared by ingest transactions (class 1, see `IngestWriter`): waits for
             // those in progress to finish; later ones find the app gone.
-            try connection.execute("SELECT pg_advisory_xact_lock(1, hashtext(current_schema() || chr(31) || \(id)))")
+            try connection.execute("SELECT pg_advisory_xact_lock(1, actionhook_app_lock_key(\(id)))")
             let deleted = try connection.execute("DELETE FROM apps WHERE id = \(id)")
             guard deleted > 0 else { return false }
             // Responses and follow-ups have no foreign key to their app (see sql/migrations/002).

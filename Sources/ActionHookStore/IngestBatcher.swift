@@ -4,8 +4,9 @@ import Foundation
 ///
 /// Writer threads each take everything queued (up to `maxBatch`) and store it with
 /// ``IngestWriter/ingest(batch:)``; each request is answered only after its own rows committed.
-/// A batch never waits for company: a lone request is written at once, and batches form only
-/// from requests that arrived while the writers were busy, so latency stays bounded at low load.
+/// A batch never waits for company: a request is written as soon as a writer takes it (at once when
+/// none is busy), and batches form only from requests that arrived while writers were busy, so
+/// latency stays bounded at low load (at most the batch in progress, then its own).
 ///
 /// While one writer is busy, an idle one starts only for ``concurrentBatchMinimum`` or more waiting
 /// responses: a transaction costs the database about as much for three responses as for thirty, so

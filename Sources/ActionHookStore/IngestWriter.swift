@@ -58,8 +58,8 @@ struct PlannedResponse {
     var outcome: Outcome
     var followUps: [(id: UUID, followUp: PlannedFollowUp, dueAt: Date)]
     var answer: JSONValue
-    /// The notification whose pending snoozes this answer cancels.
-    var cancelsSnoozesOf: String?
+    /// Whether this answer cancels the pending snoozes of its notification (any answer but a snooze).
+    var cancelsSnoozes: Bool { outcome != .snoozed && outcome != .snoozeLimitReached }
 
     /// Plans a response received at `receivedAt`, after `previousSnoozes` snoozes of its notification.
     init(_ item: IngestItem, receivedAt: Date, previousSnoozes: Int) {
@@ -88,7 +88,6 @@ struct PlannedResponse {
         }
         self.outcome = outcome
         followUps = planned.map { (UUID.timeOrdered(), $0, receivedAt.addingTimeInterval(TimeInterval($0.delaySeconds))) }
-        cancelsSnoozesOf = outcome == .snoozed || outcome == .snoozeLimitReached ? nil : response.notificationIdentifier
         answer = .object([
             "id": .string(responseID.lowercasedString), "outcome": .string(outcome.rawValue),
             "ruleId": decision.rule.map { .string($0.id) } ?? .null,
@@ -208,7 +207,7 @@ public struct IngestWriter: Sendable {
             (
                 """
                 SELECT a.app_id FROM unnest(\(apps)::text[]) AS a(app_id)
-                WHERE pg_try_advisory_xact_lock_shared(1, hashtext(current_schema() || chr(31) || a.app_id))
+                WHERE pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(a.app_id))
                 """ as PostgresQuery
             ).prepared,
             Self.existingApps(apps),
@@ -271,7 +270,6 @@ public struct IngestWriter: Sendable {
         }
 
         var entries: [(IngestItem, PlannedResponse)] = []
-        var entryIndexes: [Int] = []
         var snoozesInBatch: [String: Int] = [:]
         for index in locked {
             let item = items[index]
@@ -286,10 +284,7 @@ public struct IngestWriter: Sendable {
             let plan = PlannedResponse(item, receivedAt: receivedAt, previousSnoozes: previous)
             if plan.outcome == .snoozed, let key = item.snoozeKey { snoozesInBatch[key, default: 0] += 1 }
             entries.append((item, plan))
-            entryIndexes.append(index)
-        }
-        for (position, index) in entryIndexes.enumerated() {
-            results[index] = .success(.created(entries[position].1.answer))
+            results[index] = .success(.created(plan.answer))
         }
         return (results.map { $0! }, Batch(entries: entries, pendingSnoozes: pendingSnoozes).statements)
     }
@@ -383,7 +378,7 @@ struct Batch {
         var cancellations: [String: Set<UUID>] = [:]
         var cancellingApps: [String] = []
         for (item, plan) in entries {
-            guard plan.cancelsSnoozesOf != nil, let key = item.snoozeKey, let ids = pendingSnoozes[key] else { continue }
+            guard plan.cancelsSnoozes, let key = item.snoozeKey, let ids = pendingSnoozes[key] else { continue }
             if cancellations[item.appID] == nil { cancellingApps.append(item.appID) }
             cancellations[item.appID, default: []].formUnion(ids)
         }
@@ -445,7 +440,7 @@ struct Batch {
         var snoozesByNotification: [String: [UUID]] = [:]
         for (item, plan) in entries {
             guard let key = item.snoozeKey else { continue }
-            if plan.cancelsSnoozesOf != nil {
+            if plan.cancelsSnoozes {
                 cancelledInBatch.formUnion(snoozesByNotification.removeValue(forKey: key) ?? [])
             }
             snoozesByNotification[key, default: []] += plan.followUps.filter { $0.followUp.ordinal < 0 }.map(\.id)

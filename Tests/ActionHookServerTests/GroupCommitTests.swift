@@ -143,7 +143,7 @@ struct GroupCommitTests {
         // While the app's deletion holds its lock, the app's items are refused for a retry.
         let deletion = try PostgresConnection(configuration: api.database.configuration)
         try deletion.execute("BEGIN")
-        try deletion.execute("SELECT pg_advisory_xact_lock(1, hashtext(current_schema() || chr(31) || 'leaving-app'))")
+        try deletion.execute("SELECT pg_advisory_xact_lock(1, actionhook_app_lock_key('leaving-app'))")
         let during = writer.ingest(batch: [
             try item(app: "leaving-app", key: "1"), try item(app: "staying-app", key: "1"),
         ])
