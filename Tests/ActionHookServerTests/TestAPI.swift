@@ -75,7 +75,10 @@ protocol ResponseHelpers {}
 extension ResponseHelpers {
     /// Compact JSON text with sorted keys, for request bodies written as dictionaries.
     static func json(_ value: Any) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])) ?? Data()
+        // Bodies here are literals in the tests: one that is not JSON is a mistake in the test itself.
+        guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]) else {
+            preconditionFailure("a test body is not serialisable as JSON: \(value)")
+        }
         return String(decoding: data, as: UTF8.self)
     }
 
