@@ -1,5 +1,6 @@
 import ActionHookCore
 import Foundation
+import Synchronization
 import Testing
 
 @Suite("JSON reading and writing")
@@ -189,5 +190,16 @@ struct TimeOrderedIDTests {
         #expect(zip(texts, texts.dropFirst()).allSatisfy { $0 < $1 })
         let sameMillisecond = (0..<1000).map { _ in UUID.timeOrdered(at: start) }
         #expect(Set(sameMillisecond).count == 1000)
+    }
+
+    @Test("ids made on many threads at once do not repeat (the random bits come from a shared pool)")
+    func concurrentIDsAreDistinct() {
+        let start = Date(timeIntervalSince1970: 1_795_168_800.123)
+        let made = Mutex<[UUID]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            let ids = (0..<2000).map { _ in UUID.timeOrdered(at: start) }
+            made.withLock { $0.append(contentsOf: ids) }
+        }
+        #expect(Set(made.withLock { $0 }).count == 16_000)
     }
 }

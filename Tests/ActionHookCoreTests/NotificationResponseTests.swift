@@ -1,4 +1,4 @@
-import ActionHookCore
+@testable import ActionHookCore
 import Foundation
 import Testing
 
@@ -173,6 +173,19 @@ struct IngestNormalisationTests {
         #expect(a == b)
         #expect(a.requestHash == b.requestHash)
         #expect(a.requestHash.count == 32)
+    }
+
+    /// The hash is taken over bytes written member by member; stored hashes stay valid only while they
+    /// equal the canonical text of `json`.
+    @Test(arguments: [
+        #"{"actionIdentifier": "accept"}"#,
+        #"{"actionIdentifier": "comment", "userText": "Line\nbreak \"quoted\" \u00e9 \ud83d\ude00 tab\t", "categoryIdentifier": "c", "notificationIdentifier": "n-1", "responseId": "r", "deviceToken": "ABCDEF0123456789", "respondedAt": "2026-11-20T11:00:00.5+01:00"}"#,
+        #"{"actionIdentifier": "a", "userInfo": {"z": [3, {"b": null, "a": true}], "aps": {"category": "x", "alert": {"title": "é", "body": "\u0001"}}, "Z": -1.5e3, "é": "", "a/b~c": {}}}"#,
+        #"{"identifier": "legacy", "responseInfo": {"UIUserNotificationActionResponseTypedTextKey": ""}}"#,
+    ])
+    func canonicalBytesMatchTheJSONForm(body: String) throws {
+        let response = try NotificationResponse.decode(json(body))
+        #expect(response.canonicalBytes == response.json.canonicalBytes)
     }
 
     @Test(arguments: [

@@ -26,7 +26,8 @@ public enum SecretToken {
 
     /// The SHA-256 digest of a token's UTF-8 bytes.
     public static func digest(_ token: String) -> [UInt8] {
-        Array(SHA256.hash(data: Array(token.utf8)))
+        var token = token
+        return token.withUTF8 { Array(SHA256.hash(data: UnsafeRawBufferPointer($0))) }
     }
 
     /// Compares two byte strings in time that depends only on their lengths.
@@ -40,12 +41,13 @@ public enum SecretToken {
     /// The token from an `Authorization: Bearer <token>` header value, or `nil`.
     public static func bearer(_ header: String?) -> String? {
         guard let header else { return nil }
-        let value = header.drop { $0 == " " }
-        guard let space = value.firstIndex(of: " ") else { return nil }
+        // On the bytes: the scheme and the separating spaces are ASCII.
+        let value = Substring(header).utf8.drop { $0 == UInt8(ascii: " ") }
+        guard let space = value.firstIndex(of: UInt8(ascii: " ")) else { return nil }
         // The scheme is case-insensitive; every byte of "bearer" is a letter, so OR-ing 0x20 folds case.
-        let scheme = value[..<space].utf8
+        let scheme = value[..<space]
         guard scheme.count == 6, zip(scheme, "bearer".utf8).allSatisfy({ $0 | 0x20 == $1 }) else { return nil }
-        let token = String(value[space...].trimmingWhiteSpace())
+        let token = String(Substring(value[space...]).trimmingWhiteSpace())
         return token.isEmpty || token.utf8.count > 512 ? nil : token
     }
 

@@ -138,7 +138,10 @@ public struct NotificationResponse: Sendable, Equatable {
         var deviceToken = reader.string("deviceToken", &diagnostics)
         if let token = deviceToken {
             if isDeviceToken(token) {
-                deviceToken = token.lowercased()
+                // Tokens are sent lower case (Data's hex); fold only the rare upper-case one.
+                if token.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") }) {
+                    deviceToken = token.lowercased()
+                }
             } else {
                 diagnostics.invalid("/deviceToken", "must be hexadecimal with an even length of 16 to 200 characters")
             }
@@ -175,9 +178,11 @@ public struct NotificationResponse: Sendable, Equatable {
         let bytes = token.utf8
         guard (16...200).contains(bytes.count), bytes.count % 2 == 0 else { return false }
         return bytes.allSatisfy { byte in
-            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
-                || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+                UInt8(ascii: "A")...UInt8(ascii: "F"): true
+            default: false
+            }
         }
     }
 
@@ -200,6 +205,31 @@ public struct NotificationResponse: Sendable, Equatable {
     /// SHA-256 (32 bytes) of `json.canonicalText`: equal normalised requests give equal hashes, so a
     /// legacy-shape body and the equivalent iOS 10+ body hash the same.
     public var requestHash: [UInt8] {
-        Array(SHA256.hash(data: json.canonicalBytes))
+        Array(SHA256.hash(data: canonicalBytes))
+    }
+
+    /// `json.canonicalBytes`, written without building `json`: the members in their sorted order.
+    /// (The hashes of stored responses depend on these bytes; a test holds the two forms equal.)
+    var canonicalBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        func member(_ name: StaticString, _ value: String?, first: Bool = false) {
+            out.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            out.append(contentsOf: "\":".utf8)
+            if let value { JSONValue.writeString(value, to: &out) } else { out.append(contentsOf: "null".utf8) }
+        }
+        member("actionIdentifier", actionIdentifier, first: true)
+        member("categoryIdentifier", categoryIdentifier)
+        member("deviceToken", deviceToken)
+        member("notificationIdentifier", notificationIdentifier)
+        member("respondedAt", respondedAt.map(Timestamp.format))
+        member("responseId", responseId)
+        out.append(contentsOf: ",\"userInfo\":".utf8)
+        JSONValue.object(userInfo).write(to: &out, sortedKeys: true)
+        member("userText", userText)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 }

@@ -26,18 +26,21 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
 
 /// A strict RFC 8259 parser over bytes: validates UTF-8, limits nesting, refuses duplicate names.
 public struct JSONParser {
-    private let bytes: [UInt8]
+    // Valid only during `parse`: every read is checked against `bytes.count` first.
+    private let bytes: UnsafeBufferPointer<UInt8>
     private var position = 0
     private let maxDepth: Int
 
     /// Parses one JSON text (surrounding whitespace allowed).
     public static func parse(_ bytes: [UInt8], maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
-        var parser = JSONParser(bytes: bytes, maxDepth: maxDepth)
-        parser.skipWhitespace()
-        let value = try parser.parseValue(depth: 1)
-        parser.skipWhitespace()
-        guard parser.position == bytes.count else { throw parser.error(.syntax) }
-        return value
+        try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in
+            var parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
+            parser.skipWhitespace()
+            let value = try parser.parseValue(depth: 1)
+            parser.skipWhitespace()
+            guard parser.position == buffer.count else { throw parser.error(.syntax) }
+            return value
+        }
     }
 
     /// Parses a JSON text given as a string.
@@ -45,7 +48,7 @@ public struct JSONParser {
         try parse(Array(text.utf8), maxDepth: maxDepth)
     }
 
-    private init(bytes: [UInt8], maxDepth: Int) {
+    private init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
         self.maxDepth = maxDepth
     }

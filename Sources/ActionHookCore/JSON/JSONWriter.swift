@@ -38,8 +38,8 @@ extension JSONValue {
     /// The deepest nesting of arrays and objects (a scalar is 0).
     public var depth: Int {
         switch self {
-        case .array(let elements): 1 + (elements.map(\.depth).max() ?? 0)
-        case .object(let object): 1 + (object.members.map(\.value.depth).max() ?? 0)
+        case .array(let elements): 1 + elements.reduce(0) { Swift.max($0, $1.depth) }
+        case .object(let object): 1 + object.members.reduce(0) { Swift.max($0, $1.value.depth) }
         default: 0
         }
     }

@@ -86,13 +86,16 @@ public enum Template {
         case .array(let elements):
             return .array(elements.map { render($0, resolve: resolve) })
         case .object(let object):
-            return .object(JSONObject(object.members.map { (key: $0.key, value: render($0.value, resolve: resolve)) }))
+            // Same names as the template's, so still unique.
+            return .object(
+                JSONObject(uniqueMembers: object.members.map { (key: $0.key, value: render($0.value, resolve: resolve)) }))
         default:
             return value
         }
     }
 
     static func render(_ text: String, resolve: (String) -> JSONValue?) -> JSONValue {
+        guard hasOpeningBraces(text) else { return .string(text) }
         let parts = segments(of: text)
         if parts.count == 1, case .placeholder(let name) = parts[0] {
             return (isKnown(name) ? resolve(name) : nil) ?? .null
@@ -119,28 +122,39 @@ public enum Template {
     }
 
     /// Splits `text` into literal runs and placeholder names; an unclosed `{{` stays literal text.
+    /// Whether `text` holds `{{` (most template strings are plain text).
+    private static func hasOpeningBraces(_ text: String) -> Bool {
+        var previous: UInt8 = 0
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: "{") && previous == byte { return true }
+            previous = byte
+        }
+        return false
+    }
+
     private static func segments(of text: String) -> [Segment] {
-        let scalars = text.unicodeScalars
+        // Braces are ASCII, so scanning the UTF-8 bytes finds them at character boundaries.
+        let bytes = text.utf8
         // The first of two `brace`s in a row at or after `start`.
-        func pair(of brace: Unicode.Scalar, from start: String.Index) -> String.Index? {
+        func pair(of brace: UInt8, from start: String.Index) -> String.Index? {
             var index = start
-            while index < scalars.endIndex {
-                let next = scalars.index(after: index)
-                if scalars[index] == brace && next < scalars.endIndex && scalars[next] == brace { return index }
+            while index < bytes.endIndex {
+                let next = bytes.index(after: index)
+                if bytes[index] == brace && next < bytes.endIndex && bytes[next] == brace { return index }
                 index = next
             }
             return nil
         }
         var parts: [Segment] = []
-        var rest = scalars.startIndex
-        while let open = pair(of: "{", from: rest) {
-            let nameStart = scalars.index(open, offsetBy: 2)
-            guard let close = pair(of: "}", from: nameStart) else { break }
-            if open > rest { parts.append(.text(String(scalars[rest..<open]))) }
-            parts.append(.placeholder(String(Substring(scalars[nameStart..<close]).trimmingWhiteSpace())))
-            rest = scalars.index(close, offsetBy: 2)
+        var rest = bytes.startIndex
+        while let open = pair(of: UInt8(ascii: "{"), from: rest) {
+            let nameStart = bytes.index(open, offsetBy: 2)
+            guard let close = pair(of: UInt8(ascii: "}"), from: nameStart) else { break }
+            if open > rest { parts.append(.text(String(text[rest..<open]))) }
+            parts.append(.placeholder(String(text[nameStart..<close].trimmingWhiteSpace())))
+            rest = bytes.index(close, offsetBy: 2)
         }
-        if rest < scalars.endIndex { parts.append(.text(String(scalars[rest...]))) }
+        if rest < bytes.endIndex { parts.append(.text(String(text[rest...]))) }
         return parts
     }
 
