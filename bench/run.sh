@@ -20,7 +20,8 @@
 # Environment: BENCH_DURATION (15 s), BENCH_RUNS (3), BENCH_WARMUP (5 s), BENCH_SOAK (300 s), BENCH_CONNECTIONS (64),
 # BENCH_P2_CLIENTS (32), BENCH_WRK_THREADS (2), BENCH_PG_PORT (55432), BENCH_ALLOW_FAIL=1 (report only,
 # exit 0), BENCH_SKIP_BUILD=1 (use the binaries already built), BENCH_ONLY (space-separated contender
-# names to run; the figures that need others are then reported as missing).
+# names to run; the figures that need others are then reported as missing), BENCH_PG_EXTRA (more
+# name=value settings for the throwaway PostgreSQL, for experiments: e.g. "backend_flush_after=256kB").
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -290,7 +291,7 @@ pg_dir="$(mktemp -d /tmp/actionhook-bench-pg.XXXXXX)"
 rmdir "$pg_dir" # pg-local.sh creates it
 # fsync and synchronous_commit stay on (durable numbers); a large max_wal_size keeps checkpoints out
 # of the measured runs (each contender starts after an explicit CHECKPOINT).
-bash "$repo_root/scripts/pg-local.sh" start "$pg_dir" "$pg_port" max_connections=300 max_wal_size=8GB \
+bash "$repo_root/scripts/pg-local.sh" start "$pg_dir" "$pg_port" max_connections=300 max_wal_size=8GB ${BENCH_PG_EXTRA:-} \
     >"$raw/pg-local.log" 2>&1 || {
     cat "$raw/pg-local.log" >&2
     exit 1
