@@ -52,7 +52,8 @@ let package = Package(
         .target(
             name: "ActionHookCore",
             dependencies: [
-                .product(name: "Crypto", package: "swift-crypto")
+                "Locks",
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
 

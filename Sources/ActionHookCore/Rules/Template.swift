@@ -121,7 +121,6 @@ public enum Template {
         case placeholder(String)
     }
 
-    /// Splits `text` into literal runs and placeholder names; an unclosed `{{` stays literal text.
     /// Whether `text` holds `{{` (most template strings are plain text).
     private static func hasOpeningBraces(_ text: String) -> Bool {
         var previous: UInt8 = 0
@@ -132,6 +131,7 @@ public enum Template {
         return false
     }
 
+    /// Splits `text` into literal runs and placeholder names; an unclosed `{{` stays literal text.
     private static func segments(of text: String) -> [Segment] {
         // Braces are ASCII, so scanning the UTF-8 bytes finds them at character boundaries.
         let bytes = text.utf8

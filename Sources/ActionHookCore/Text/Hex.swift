@@ -1,4 +1,5 @@
 import Foundation
+import Locks
 
 /// Lower-case hexadecimal text, written without `String(format:)`.
 public enum Hex {
@@ -40,7 +41,7 @@ extension UUID {
     /// instead of splitting pages at random.
     public static func timeOrdered(at date: Date = Date()) -> UUID {
         let milliseconds = UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded()))
-        var bytes = RandomPool.shared.next()
+        var bytes = RandomPool.shared.withLock { $0.next() }
         return withUnsafeMutableBytes(of: &bytes) { raw in
             for index in 0..<6 { raw[index] = UInt8(truncatingIfNeeded: milliseconds >> (8 * (5 - index))) }
             raw[6] = (raw[6] & 0x0F) | 0x70
@@ -52,17 +53,13 @@ extension UUID {
 
 /// Random 128-bit values from the system's generator, fetched 4 KiB at a time: one system call
 /// per 256 ids instead of two per id.
-final class RandomPool: @unchecked Sendable {
-    // @unchecked: `buffer` and `used` are only touched with `lock` held.
-    static let shared = RandomPool()
+struct RandomPool: Sendable {
+    static let shared = Locked(RandomPool())
 
-    private let lock = NSLock()
     private var buffer = [(UInt64, UInt64)](repeating: (0, 0), count: 256)
     private var used = 256
 
-    func next() -> (UInt64, UInt64) {
-        lock.lock()
-        defer { lock.unlock() }
+    mutating func next() -> (UInt64, UInt64) {
         if used == buffer.count {
             // glibc's arc4random_buf: the kernel's generator, one getrandom call for the lot.
             buffer.withUnsafeMutableBytes { arc4random_buf($0.baseAddress!, $0.count) }
