@@ -208,7 +208,7 @@ struct GroupCommitTests {
             (IngestWriter.existingApps(["plan-app"]), "'{plan-app}'", "apps_pkey"),
             (
                 IngestWriter.snoozeCounts(apps: ["plan-app"], notifications: ["n-7"]), "'{plan-app}', '{n-7}'",
-                "responses_notification"
+                "responses_snoozes"
             ),
             (
                 IngestWriter.pendingSnoozes(apps: ["plan-app"], notifications: ["n-7"]), "'{plan-app}', '{n-7}'",
