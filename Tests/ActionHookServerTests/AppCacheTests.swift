@@ -56,6 +56,22 @@ struct AppCacheTests {
     /// Moves the clock past the cache's age so the next lookup finds its entry old.
     func age(_ cache: AppCache) { clock.advance(by: .seconds(61)) }
 
+    /// A cache holding `app` for the key, loaded a minute and a second ago.
+    func cacheWithOldEntry() throws -> AppCache {
+        let cache = makeCache()
+        _ = try Loader([.success(Self.app)]).principal(cache)
+        age(cache)
+        return cache
+    }
+
+    /// The key is no longer cached: the next lookup asks the database on the asking thread (which
+    /// finds it revoked).
+    func expectMissLoadedByTheAsker(_ cache: AppCache) throws {
+        let loader = Loader([.success(nil)])
+        #expect(try loader.principal(cache) == nil)
+        #expect(loader.loads.withLock { $0 } == [true])
+    }
+
     @Test("an old entry is answered at once and reloaded in the background")
     func oldEntryReloadedInBackground() throws {
         let cache = makeCache()
@@ -78,9 +94,7 @@ struct AppCacheTests {
 
     @Test("a reload that began before an invalidation is not kept")
     func invalidationWinsOverReload() throws {
-        let cache = makeCache()
-        _ = try Loader([.success(Self.app)]).principal(cache)
-        age(cache)
+        let cache = try cacheWithOldEntry()
         let reload = Loader([.success(Self.app)], gated: true)
         #expect(try reload.principal(cache) == Self.app)
         cache.invalidate(appID: "app")
@@ -88,16 +102,12 @@ struct AppCacheTests {
         cache.waitForRefreshes()
 
         // The key was revoked meanwhile: the next request asks the database.
-        let after = Loader([.success(nil)])
-        #expect(try after.principal(cache) == nil)
-        #expect(after.loads.withLock { $0 } == [true])
+        try expectMissLoadedByTheAsker(cache)
     }
 
     @Test("a reload after an invalidation of another app is retried, not lost")
     func otherAppsInvalidationDoesNotStrandEntry() throws {
-        let cache = makeCache()
-        _ = try Loader([.success(Self.app)]).principal(cache)
-        age(cache)
+        let cache = try cacheWithOldEntry()
         let reload = Loader([.success(Self.limited)], gated: true)
         _ = try reload.principal(cache)
         cache.invalidate(appID: "other")
@@ -113,21 +123,15 @@ struct AppCacheTests {
 
     @Test("a key found revoked by a reload is forgotten")
     func revokedKeyForgotten() throws {
-        let cache = makeCache()
-        _ = try Loader([.success(Self.app)]).principal(cache)
-        age(cache)
+        let cache = try cacheWithOldEntry()
         _ = try Loader([.success(nil)]).principal(cache)
         cache.waitForRefreshes()
-        let after = Loader([.success(nil)])
-        #expect(try after.principal(cache) == nil)
-        #expect(after.loads.withLock { $0 } == [true])
+        try expectMissLoadedByTheAsker(cache)
     }
 
     @Test("a failed reload keeps the old entry and is tried again after the retry delay")
     func failedReloadKeepsEntry() throws {
-        let cache = makeCache()
-        _ = try Loader([.success(Self.app)]).principal(cache)
-        age(cache)
+        let cache = try cacheWithOldEntry()
         let failing = Loader([.failure(Failure())])
         #expect(try failing.principal(cache) == Self.app)
         cache.waitForRefreshes()
