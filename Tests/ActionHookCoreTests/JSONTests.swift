@@ -83,6 +83,49 @@ struct JSONTests {
         #expect(first.canonicalText == #"{"a":{"x":"é","y":[1,2]},"b":1}"#)
         #expect(first.jsonText == #"{"b":1,"a":{"y":[1,2],"x":"é"}}"#)
     }
+
+    /// The parser reads its bytes unchecked in release builds; in this (debug) build every read past
+    /// the end traps. Every prefix of a realistic body, and seeded random mutations of it (bytes
+    /// replaced by ones the parser treats specially, dropped or doubled), must parse or be refused
+    /// with a parse error, and whatever parses must write back to text that parses to the same value.
+    @Test("truncated and mutated bodies parse or are refused, never read past their end")
+    func mutatedBodies() {
+        let body = Array(
+            #"{"actionIdentifier":"comment","userText":"On my way \u00e9\ud83d\ude00","userInfo":{"aps":{"alert":{"title":"Rooftop","body":"Sat 8pm"},"category":"event-invite"},"eventId":-12.5e3,"ok":[true,false,null,{}],"s":"tab\t\"q\" é"},"deviceToken":"0a0b"}"#
+                .utf8)
+        func check(_ bytes: [UInt8]) {
+            do {
+                let value = try JSONParser.parse(bytes)
+                #expect(try JSONParser.parse(value.jsonBytes) == value)
+            } catch {
+                // Refused with its reason and position: what the parser is for.
+            }
+        }
+        for end in 0...body.count { check(Array(body[..<end])) }
+        let special = Array(#"{}[]",:\u0123456789eE+-.tfn "#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xE2, 0xED, 0xF0, 0xF4, 0xFF]
+        var state: UInt64 = 0x5EED
+        func random(_ bound: Int) -> Int {
+            // SplitMix64: the same cases on every run.
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return Int((z ^ (z >> 31)) % UInt64(bound))
+        }
+        for _ in 0..<5_000 {
+            var bytes = body
+            for _ in 0..<(1 + random(3)) {
+                let at = random(bytes.count)
+                switch random(3) {
+                case 0: bytes[at] = special[random(special.count)]
+                case 1: bytes.remove(at: at)
+                default: bytes.insert(bytes[at], at: at)
+                }
+            }
+            check(bytes)
+            check(Array(bytes[..<random(bytes.count + 1)]))
+        }
+    }
 }
 
 @Suite("White space and bearer tokens")
