@@ -39,6 +39,7 @@ ORDER = [
     ("peer", "peer: Hummingbird 2 + PostgresNIO"),
     ("actionhook", "ActionHook: durable ingest"),
     ("actionhook-reject", "ActionHook: 422 before the database"),
+    ("actionhook-unauthorized", "ActionHook: 401 without a key (HTTP layer)"),
     ("actionhook-half", "ActionHook: paced at half of peak"),
     ("actionhook-soak", "ActionHook: durable ingest, one long run (soak)"),
 ]
@@ -47,6 +48,7 @@ REFERENCE = {
     "peer": "pgbench-response-followup",
     "actionhook": "peer",
     "actionhook-reject": "bare",
+    "actionhook-unauthorized": "bare",
 }
 
 

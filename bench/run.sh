@@ -11,6 +11,8 @@
 #   peer          bench/peer: the same endpoint with Hummingbird 2 + PostgresNIO (release build)
 #   actionhook    ActionHook's release build, the full ingest path on a realistic app (bench/setup-app.sh)
 #   actionhook-reject    a request ActionHook refuses with 422 before the database (P3)
+#   actionhook-unauthorized  the same body without a key, refused with 401 before reading it: the
+#                        HTTP layer alone, to tell its cost from the validation's (no figure)
 #   actionhook-half      ActionHook paced at half its measured peak (P4), see bench/lua/ingest.lua
 #   actionhook-soak      ActionHook at full load for one long run of BENCH_SOAK seconds (P5's drift)
 # The load comes from wrk with bench/lua/ingest.lua. Server memory is read from /proc/PID/status
@@ -339,7 +341,8 @@ if wants peer; then
     stop_server
 fi
 
-if wants actionhook || wants actionhook-reject || wants actionhook-half || wants actionhook-soak; then
+if wants actionhook || wants actionhook-reject || wants actionhook-unauthorized || wants actionhook-half ||
+    wants actionhook-soak; then
     log "--- ActionHook (release)"
     reset_tables
     start_actionhook
@@ -350,6 +353,10 @@ if wants actionhook || wants actionhook-reject || wants actionhook-half || wants
     if wants actionhook-reject; then
         run_wrk actionhook-reject "http://127.0.0.1:$actionhook_port/v1/responses" \
             BENCH_MODE=reject BENCH_KEY="$ingest_key" BENCH_EXPECT=422
+    fi
+    if wants actionhook-unauthorized; then
+        run_wrk actionhook-unauthorized "http://127.0.0.1:$actionhook_port/v1/responses" \
+            BENCH_MODE=reject BENCH_KEY="" BENCH_EXPECT=401
     fi
     if wants actionhook-half; then
         peak="$(python3 "$bench_dir/report.py" --median-rps "$raw" actionhook)"
