@@ -17,19 +17,16 @@ public struct FollowUpStore: Sendable {
     }
 
     /// The app's follow-ups, newest first, optionally of one status.
+    ///
+    /// Read per status through the (app, status, time) index, each status's newest page merged: a
+    /// page costs the same however many follow-ups the app has (one scan in time order over all
+    /// statuses would need an index of its own, which every ingest would pay for).
     public func list(appID: String, status: FollowUpStatus?, _ page: PageRequest) throws -> Page<JSONValue> {
         let after = try page.cursor.map(Cursor.timeAndID)
-        let afterTime = after?.time
-        let afterID = after?.id
+        let statuses = status.map { [$0] } ?? FollowUpStatus.allCases
         let rows = try pool.withConnection { connection in
             try connection.query(
-                """
-                SELECT \(unsafeSQL: Self.columns) FROM followups
-                WHERE app_id = \(appID) AND (\(status?.rawValue)::text IS NULL OR status = \(status?.rawValue))
-                    AND (\(afterTime)::timestamptz IS NULL OR (created_at, id) < (\(afterTime)::timestamptz, \(afterID)::uuid))
-                ORDER BY created_at DESC, id DESC
-                LIMIT \(page.limit + 1)
-                """)
+                Self.listQuery(appID: appID, statuses: statuses, after: after, limit: page.limit + 1))
         }
         let items = try rows.prefix(page.limit).map { try Self.decode($0, attempts: nil) }
         var next: String?
@@ -119,6 +116,27 @@ public struct FollowUpStore: Sendable {
         id, response_id, channel, status, due_at, attempt, last_error, payload, created_at, updated_at,
         to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at_text
         """
+
+    /// The newest `limit` follow-ups of the app in `statuses`, after the cursor position `after`.
+    static func listQuery(
+        appID: String, statuses: [FollowUpStatus], after: (time: String, id: UUID)?, limit: Int
+    ) -> PostgresQuery {
+        let afterTime = after?.time
+        let afterID = after?.id
+        return """
+            SELECT f.* FROM unnest(\(statuses.map(\.rawValue))::text[]) AS s(status)
+            CROSS JOIN LATERAL (
+                SELECT \(unsafeSQL: Self.columns) FROM followups
+                WHERE app_id = \(appID) AND status = s.status
+                    AND (\(afterTime)::timestamptz IS NULL
+                        OR (created_at, id) < (\(afterTime)::timestamptz, \(afterID)::uuid))
+                ORDER BY created_at DESC, id DESC
+                LIMIT \(limit)
+            ) AS f
+            ORDER BY f.created_at DESC, f.id DESC
+            LIMIT \(limit)
+            """
+    }
 
     static func decode(_ row: PostgresRow, attempts: [JSONValue]?) throws -> JSONValue {
         var object: JSONObject = [
