@@ -11,7 +11,7 @@
 #   peer          bench/peer: the same endpoint with Hummingbird 2 + PostgresNIO (release build)
 #   actionhook    ActionHook's release build, the full ingest path on a realistic app (bench/setup-app.sh)
 #   actionhook-reject    a request ActionHook refuses with 422 before the database (P3)
-#   actionhook-unauthorized  the same body without a key, refused with 401 before reading it: the
+#   actionhook-unauthorized  the same body without a key, refused with 401 before parsing it: the
 #                        HTTP layer alone, to tell its cost from the validation's (no figure)
 #   actionhook-half      ActionHook paced at half its measured peak (P4), see bench/lua/ingest.lua
 #   actionhook-soak      ActionHook at full load for one long run of BENCH_SOAK seconds (P5's drift)

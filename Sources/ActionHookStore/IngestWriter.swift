@@ -46,10 +46,13 @@ public struct IngestItem: Sendable {
     }
 
     /// The advisory-lock key and in-batch identity: app and key.
-    var lockKey: String { appID + "\u{1F}" + idempotencyKey }
+    var lockKey: String { Self.appScoped(appID, idempotencyKey) }
 
     /// App and notification, for counting snoozes; `nil` without a `notificationIdentifier`.
-    var snoozeKey: String? { response.notificationIdentifier.map { appID + "\u{1F}" + $0 } }
+    var snoozeKey: String? { response.notificationIdentifier.map { Self.appScoped(appID, $0) } }
+
+    /// A name within an app, as one string (the separator, U+001F, is in neither).
+    static func appScoped(_ appID: String, _ name: String) -> String { appID + "\u{1F}" + name }
 }
 
 /// The rows a new response produces, decided before writing.
@@ -249,8 +252,8 @@ public struct IngestWriter: Sendable {
         var stored: [String: PostgresRow] = [:]
         if lookingUp {
             for row in read[storedPosition] {
-                let key = try row.decode("app_id", as: String.self) + "\u{1F}"
-                    + (try row.decode("idempotency_key", as: String.self))
+                let key = IngestItem.appScoped(
+                    try row.decode("app_id", as: String.self), try row.decode("idempotency_key", as: String.self))
                 stored[key] = row
             }
         }
@@ -263,8 +266,8 @@ public struct IngestWriter: Sendable {
         var pendingSnoozes: [String: [UUID]] = [:]
         if !answering.apps.isEmpty {
             for row in read[pendingPosition] {
-                let key = try row.decode("app_id", as: String.self) + "\u{1F}"
-                    + (try row.decode("notification_identifier", as: String.self))
+                let key = IngestItem.appScoped(
+                    try row.decode("app_id", as: String.self), try row.decode("notification_identifier", as: String.self))
                 pendingSnoozes[key, default: []].append(try row.decode("id", as: UUID.self))
             }
         }

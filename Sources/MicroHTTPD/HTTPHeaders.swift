@@ -55,8 +55,16 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
         let utf8 = name.utf8
         guard utf8.contains(where: { (65...90).contains($0) }) else { return name }
         guard utf8.allSatisfy({ $0 < 0x80 }) else { return name.lowercased() }
+        return name.mappingASCII { (65...90).contains($0) ? $0 | 0x20 : $0 }
+    }
+}
+
+extension String {
+    /// This ASCII text with every byte replaced by `transform`'s ASCII byte, in one pass.
+    func mappingASCII(_ transform: (UInt8) -> UInt8) -> String {
+        let utf8 = self.utf8
         return String(unsafeUninitializedCapacity: utf8.count) { buffer in
-            for (index, byte) in utf8.enumerated() { buffer[index] = (65...90).contains(byte) ? byte | 0x20 : byte }
+            for (index, byte) in utf8.enumerated() { buffer[index] = transform(byte) }
             return utf8.count
         }
     }

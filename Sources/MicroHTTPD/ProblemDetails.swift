@@ -71,16 +71,12 @@ public struct ProblemDetails: Sendable, Equatable {
         guard title.utf8.allSatisfy({ $0 < 0x80 }) else {
             return String(title.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
         }
-        let utf8 = title.utf8
-        return String(unsafeUninitializedCapacity: utf8.count) { buffer in
-            for (index, byte) in utf8.enumerated() {
-                switch byte {
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"): buffer[index] = byte + 32
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): buffer[index] = byte
-                default: buffer[index] = UInt8(ascii: "-")
-                }
+        return title.mappingASCII { byte in
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte + 32
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): byte
+            default: UInt8(ascii: "-")
             }
-            return utf8.count
         }
     }
 
