@@ -62,10 +62,12 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
 extension String {
     /// This ASCII text with every byte replaced by `transform`'s ASCII byte, in one pass.
     func mappingASCII(_ transform: (UInt8) -> UInt8) -> String {
-        let utf8 = self.utf8
-        return String(unsafeUninitializedCapacity: utf8.count) { buffer in
-            for (index, byte) in utf8.enumerated() { buffer[index] = transform(byte) }
-            return utf8.count
+        var source = self
+        return source.withUTF8 { utf8 in
+            String(unsafeUninitializedCapacity: utf8.count) { buffer in
+                for index in utf8.indices { buffer[index] = transform(utf8[index]) }
+                return utf8.count
+            }
         }
     }
 }

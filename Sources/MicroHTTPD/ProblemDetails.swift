@@ -83,13 +83,20 @@ public struct ProblemDetails: Sendable, Equatable {
     /// Appends `text` as a JSON string literal (`"` and `\` escaped, control characters as escapes).
     static func appendQuoted(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        // Most texts need no escape: copy them whole.
-        guard text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
-            out.append(contentsOf: text.utf8)
-            out.append(UInt8(ascii: "\""))
-            return
+        var text = text
+        text.withUTF8 { utf8 in
+            // Most texts need no escape: copy them whole.
+            if utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                appendEscaped(utf8, to: &out)
+            } else {
+                out.append(contentsOf: utf8)
+            }
         }
-        for byte in text.utf8 {
+        out.append(UInt8(ascii: "\""))
+    }
+
+    private static func appendEscaped(_ utf8: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        for byte in utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
             case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
@@ -104,7 +111,6 @@ public struct ProblemDetails: Sendable, Equatable {
             default: out.append(byte)
             }
         }
-        out.append(UInt8(ascii: "\""))
     }
 }
 

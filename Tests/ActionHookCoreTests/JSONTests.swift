@@ -84,6 +84,21 @@ struct JSONTests {
         #expect(first.jsonText == #"{"b":1,"a":{"y":[1,2],"x":"é"}}"#)
     }
 
+    /// Ingest skips measuring `userInfo` when the body is too short to hold one over the limit; that
+    /// rests on this bound, met exactly by the escapes that grow most.
+    @Test("compact JSON is at most three bytes for each byte of the text it was parsed from")
+    func compactSizeBound() throws {
+        let bound = JSONValue.maxCompactBytesPerSourceByte
+        for escape in [#"\b"#, #"\f"#, "\u{2028}", #"\u2029"#, #"\u0001"#, #"\n"#, #"\/"#, #"\ud83d\ude00"#, "é", "x"] {
+            let text = #"[""# + String(repeating: escape, count: 1_000) + #""]"#
+            let value = try JSONParser.parse(text)
+            #expect(value.jsonByteCount <= bound * text.utf8.count, "\(escape)")
+            #expect(value.jsonByteCount == value.jsonBytes.count)
+        }
+        let worst = try JSONParser.parse(#"[""# + String(repeating: #"\b"#, count: 1_000) + #""]"#)
+        #expect(worst.jsonByteCount == 2 + 2 + 6 * 1_000)
+    }
+
     /// The parser reads its bytes unchecked in release builds; in this (debug) build every read past
     /// the end traps. Every prefix of a realistic body, and seeded random mutations of it (bytes
     /// replaced by ones the parser treats specially, dropped or doubled), must parse or be refused
@@ -97,6 +112,7 @@ struct JSONTests {
             do {
                 let value = try JSONParser.parse(bytes)
                 #expect(try JSONParser.parse(value.jsonBytes) == value)
+                #expect(value.jsonByteCount <= JSONValue.maxCompactBytesPerSourceByte * bytes.count)
             } catch {
                 // Refused with its reason and position: what the parser is for.
             }
@@ -147,6 +163,9 @@ struct TextTests {
         #expect(SecretToken.bearer("bEaReR   abc  ") == "abc")
         #expect(SecretToken.bearer("  Bearer abc") == "abc")
         #expect(SecretToken.bearer("Bearer \t abc\t") == "abc")
+        #expect(SecretToken.bearer("Bearer abc\u{A0}") == "abc")
+        #expect(SecretToken.bearer("BEARER ab c ") == "ab c")
+        #expect(SecretToken.bearer("Bearer ahk_0123456789abcdef_XYZ") == "ahk_0123456789abcdef_XYZ")
         for refused in [
             nil, "", "Bearer", "Bearer ", "Bearer    ", "Bearerx abc", "Basic abc", "Beare abc",
             "Bearer " + String(repeating: "k", count: 513),

@@ -389,6 +389,31 @@ struct IngestValidationTests {
         #expect(failure?.title == (expected.status == 400 ? "Malformed Request" : "Validation Failed"))
     }
 
+    /// Ingest passes the body's length so that short bodies skip measuring `userInfo`: the outcome is
+    /// the same as measuring, at the limit and past it, and for the escape that grows most.
+    @Test func sizeLimitWithTheSourceLength() throws {
+        func outcome(_ text: String) -> Int? {
+            do {
+                _ = try NotificationResponse.decode(json(text), sourceByteCount: text.utf8.count)
+                return nil
+            } catch {
+                return error.status
+            }
+        }
+        for bytes in [8_192, 8_193] {
+            let text = String(decoding: Self.body(("userInfo", Self.userInfo(bytes: bytes))).jsonBytes, as: UTF8.self)
+            #expect(outcome(text) == ingestFailure(json(text))?.status, "\(bytes)")
+            #expect(outcome(text) == (bytes > 8_192 ? 422 : nil))
+        }
+        // The longest body that skips: every escape in it grows threefold and still fits.
+        let prefix = #"{"actionIdentifier":"a","userInfo":{"k":""#
+        let escapes = (8_192 / 3 - prefix.utf8.count - 3) / 2
+        let text = prefix + String(repeating: #"\b"#, count: escapes) + #""}}"#
+        #expect(text.utf8.count <= 8_192 / 3)
+        #expect(outcome(text) == nil)
+        #expect(ingestFailure(json(text)) == nil)
+    }
+
     @Test func collectsEveryError() {
         let failure = ingestFailure(
             json(

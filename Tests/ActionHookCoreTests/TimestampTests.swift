@@ -41,6 +41,25 @@ struct TimestampTests {
         #expect(Timestamp.parse(text) == nil)
     }
 
+    /// The shortcut the ingest path takes equals formatting and parsing back, bit for bit; and it
+    /// refuses what the text form cannot carry.
+    @Test func toTheMillisecondIsTheFormattedTextReadBack() throws {
+        var generator = SystemRandomNumberGenerator()
+        var seconds: [Double] = [
+            0, -0.0004, -0.0005, -0.0006, -1.0005, 0.0005, 0.9995, 1_795_168_799.9996, -62_167_219_200,
+            -62_167_219_200.0006, 253_402_300_799.999, 253_402_300_799.9996, 253_402_300_800,
+        ]
+        for _ in 0..<20_000 { seconds.append(Double.random(in: -62_167_219_200...253_402_300_799, using: &generator)) }
+        for _ in 0..<5_000 { seconds.append(Double(Int.random(in: -1_000_000...1_000_000)) / 1000 + 0.0005) }
+        for value in seconds {
+            let date = Date(timeIntervalSince1970: value)
+            let expected = Timestamp.parse(Timestamp.format(date))
+            #expect(Timestamp.toTheMillisecond(date) == expected, "\(value)")
+        }
+        #expect(Timestamp.toTheMillisecond(Date(timeIntervalSince1970: -62_167_219_200.001)) == nil)
+        #expect(Timestamp.toTheMillisecond(Date(timeIntervalSince1970: 253_402_300_800)) == nil)
+    }
+
     @Test(arguments: [0.0, 1_700_000_000.123, 1_795_168_800.999, 4_102_444_800.001])
     func roundTrips(seconds: Double) throws {
         let text = Timestamp.format(Date(timeIntervalSince1970: seconds))

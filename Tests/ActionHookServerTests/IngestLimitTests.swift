@@ -169,7 +169,7 @@ struct IngestLimitTests {
         // The same body with a JSON media type (parameters allowed) is fine.
         let jsonTypes = [
             "application/json; charset=utf-8", "Application/JSON", " application/json ;x=1", "application/vnd.api+json",
-            "APPLICATION/PROBLEM+JSON",
+            "APPLICATION/PROBLEM+JSON", "text/abcdef+json",
         ]
         for contentType in jsonTypes {
             let accepted = try Self.rawIngest(api, key: key, contentType: contentType, body: valid)

@@ -27,7 +27,7 @@ public enum SecretToken {
     /// The SHA-256 digest of a token's UTF-8 bytes.
     public static func digest(_ token: String) -> [UInt8] {
         var token = token
-        return token.withUTF8 { Array(SHA256.hash(data: UnsafeRawBufferPointer($0))) }
+        return token.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)).withUnsafeBytes { Array($0) } }
     }
 
     /// Compares two byte strings in time that depends only on their lengths.
@@ -40,14 +40,25 @@ public enum SecretToken {
 
     /// The token from an `Authorization: Bearer <token>` header value, or `nil`.
     public static func bearer(_ header: String?) -> String? {
-        guard let header else { return nil }
+        guard var header else { return nil }
         // On the bytes: the scheme and the separating spaces are ASCII.
-        let value = Substring(header).utf8.drop { $0 == UInt8(ascii: " ") }
-        guard let space = value.firstIndex(of: UInt8(ascii: " ")) else { return nil }
-        // The scheme is case-insensitive; every byte of "bearer" is a letter, so OR-ing 0x20 folds case.
-        let scheme = value[..<space]
-        guard scheme.count == 6, zip(scheme, "bearer".utf8).allSatisfy({ $0 | 0x20 == $1 }) else { return nil }
-        let token = String(Substring(value[space...]).trimmingWhiteSpace())
+        let token = header.withUTF8 { bytes -> String? in
+            var start = 0
+            while start < bytes.count && bytes[start] == UInt8(ascii: " ") { start += 1 }
+            // The scheme is case-insensitive; every byte of "bearer" is a letter, so OR-ing 0x20 folds case.
+            let scheme = "bearer".utf8
+            guard bytes.count - start > scheme.count, bytes[start + scheme.count] == UInt8(ascii: " "),
+                zip(bytes[start...], scheme).allSatisfy({ $0 | 0x20 == $1 })
+            else { return nil }
+            let rest = UnsafeBufferPointer(rebasing: bytes[(start + scheme.count)...])
+            // A token of visible ASCII after the spaces (the usual case) is taken as it is; anything else
+            // is trimmed of Unicode white space.
+            let tokenStart = rest.firstIndex { $0 != UInt8(ascii: " ") } ?? rest.count
+            let token = UnsafeBufferPointer(rebasing: rest[tokenStart...])
+            if token.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) { return String(decoding: token, as: UTF8.self) }
+            return String(String(decoding: rest, as: UTF8.self).trimmingWhiteSpace())
+        }
+        guard let token else { return nil }
         return token.isEmpty || token.utf8.count > 512 ? nil : token
     }
 

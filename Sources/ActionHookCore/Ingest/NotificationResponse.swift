@@ -58,8 +58,13 @@ public struct NotificationResponse: Sendable, Equatable {
     /// is lowercased; `respondedAt` must be RFC 3339 with an offset and is kept to the millisecond.
     /// Unknown members and broken limits are 422s with their pointer. Every error is collected before
     /// throwing; wrong types (400) take precedence over broken rules (422).
+    ///
+    /// `sourceByteCount` is the length of the text `body` was parsed from, when known. No JSON text
+    /// writes more than three compact bytes per byte it was read from (the worst is a two-byte `\b`
+    /// written as the six-byte `\u0008`), so a body under a third of `maxUserInfoBytes` cannot hold a
+    /// `userInfo` over it and is not measured.
     public static func decode(
-        _ body: JSONValue, limits: IngestLimits = IngestLimits()
+        _ body: JSONValue, limits: IngestLimits = IngestLimits(), sourceByteCount: Int? = nil
     ) throws(ValidationFailure) -> NotificationResponse {
         var diagnostics = Diagnostics()
         guard var reader = ObjectReader.root(body, &diagnostics) else {
@@ -110,7 +115,8 @@ public struct NotificationResponse: Sendable, Equatable {
         if userInfoValue.depth > limits.maxUserInfoDepth {
             diagnostics.invalid("/userInfo", "must nest at most \(limits.maxUserInfoDepth) levels deep")
         }
-        if userInfoValue.jsonByteCount > limits.maxUserInfoBytes {
+        let mayBeTooLarge = sourceByteCount.map { $0 > limits.maxUserInfoBytes / JSONValue.maxCompactBytesPerSourceByte } ?? true
+        if mayBeTooLarge, userInfoValue.jsonByteCount > limits.maxUserInfoBytes {
             diagnostics.invalid("/userInfo", "must be at most \(limits.maxUserInfoBytes) bytes as compact JSON")
         }
 
@@ -137,11 +143,9 @@ public struct NotificationResponse: Sendable, Equatable {
 
         var deviceToken = reader.string("deviceToken", &diagnostics)
         if let token = deviceToken {
-            if isDeviceToken(token) {
+            if let hasUpperCase = deviceTokenCase(token) {
                 // Tokens are sent lower case (Data's hex); fold only the rare upper-case one.
-                if token.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") }) {
-                    deviceToken = token.lowercased()
-                }
+                if hasUpperCase { deviceToken = token.lowercased() }
             } else {
                 diagnostics.invalid("/deviceToken", "must be hexadecimal with an even length of 16 to 200 characters")
             }
@@ -151,7 +155,7 @@ public struct NotificationResponse: Sendable, Equatable {
         if let text = reader.string("respondedAt", &diagnostics) {
             // Kept to the millisecond so the stored form reads back to the same value; a time whose UTC
             // form leaves years 0000-9999 cannot be stored that way and is refused.
-            if let date = Timestamp.parse(text), let normalised = Timestamp.parse(Timestamp.format(date)) {
+            if let date = Timestamp.parse(text), let normalised = Timestamp.toTheMillisecond(date) {
                 respondedAt = normalised
             } else {
                 diagnostics.invalid("/respondedAt", "must be an RFC 3339 date-time with a time-zone offset")
@@ -175,14 +179,23 @@ public struct NotificationResponse: Sendable, Equatable {
 
     /// Whether `token` looks like an APNs device token: hex digits, even length, 16 to 200 characters.
     static func isDeviceToken(_ token: String) -> Bool {
-        let bytes = token.utf8
-        guard (16...200).contains(bytes.count), bytes.count % 2 == 0 else { return false }
-        return bytes.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
-                UInt8(ascii: "A")...UInt8(ascii: "F"): true
-            default: false
+        deviceTokenCase(token) != nil
+    }
+
+    /// Nil unless `token` looks like an APNs device token; else whether it has upper-case digits.
+    private static func deviceTokenCase(_ token: String) -> Bool? {
+        var token = token
+        return token.withUTF8 { bytes -> Bool? in
+            guard (16...200).contains(bytes.count), bytes.count % 2 == 0 else { return nil }
+            var hasUpperCase = false
+            for byte in bytes {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): continue
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): hasUpperCase = true
+                default: return nil
+                }
             }
+            return hasUpperCase
         }
     }
 
@@ -205,7 +218,7 @@ public struct NotificationResponse: Sendable, Equatable {
     /// SHA-256 (32 bytes) of `json.canonicalText`: equal normalised requests give equal hashes, so a
     /// legacy-shape body and the equivalent iOS 10+ body hash the same.
     public var requestHash: [UInt8] {
-        Array(SHA256.hash(data: canonicalBytes))
+        SHA256.hash(data: canonicalBytes).withUnsafeBytes { Array($0) }
     }
 
     /// `json.canonicalBytes`, written without building `json`: the members in their sorted order.

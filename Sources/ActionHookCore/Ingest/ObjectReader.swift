@@ -63,8 +63,10 @@ struct Diagnostics {
 struct ObjectReader {
     let object: JSONObject
     let pointer: String
-    // A handful of names: scanning an array beats hashing them.
-    private var known: [String] = []
+    // The positions of the members asked for or allowed: a bit each for the first 64 (every body
+    // this reads in practice), a set past them.
+    private var knownBits: UInt64 = 0
+    private var knownBeyond: Set<Int> = []
 
     init(_ object: JSONObject, at pointer: String) {
         self.object = object
@@ -91,8 +93,17 @@ struct ObjectReader {
 
     /// The raw value of member `key`, `null` included; marks the name as known.
     mutating func raw(_ key: String) -> JSONValue? {
-        known.append(key)
-        return object[key]
+        guard let position = object.members.firstIndex(where: { $0.key == key }) else { return nil }
+        markKnown(position)
+        return object.members[position].value
+    }
+
+    private mutating func markKnown(_ position: Int) {
+        if position < 64 { knownBits |= 1 << UInt64(position) } else { knownBeyond.insert(position) }
+    }
+
+    private func isKnown(_ position: Int) -> Bool {
+        position < 64 ? knownBits & (1 << UInt64(position)) != 0 : knownBeyond.contains(position)
     }
 
     /// The value of member `key` converted by `extract`; a wrong type is recorded as a shape error.
@@ -159,12 +170,13 @@ struct ObjectReader {
 
     /// Marks names as known without reading them.
     mutating func allow(_ keys: String...) {
-        known.append(contentsOf: keys)
+        for key in keys { _ = raw(key) }
     }
 
     /// Records every member not asked for: server-owned names say so, the others are unknown.
     func reportUnknown(_ diagnostics: inout Diagnostics, serverOwned: Set<String> = []) {
-        for key in object.keys where !known.contains(key) {
+        for (position, member) in object.members.enumerated() where !isKnown(position) {
+            let key = member.key
             diagnostics.invalid(
                 pointer(key), serverOwned.contains(key) ? "is set by the server" : "is not a known field")
         }

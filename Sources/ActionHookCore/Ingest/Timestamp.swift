@@ -13,6 +13,17 @@ public enum Timestamp {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// `date` as ``format(_:)``'s text reads back with ``parse(_:)``: rounded to the millisecond.
+    /// Nil when that text would not parse: a UTC year outside 0000–9999.
+    public static func toTheMillisecond(_ date: Date) -> Date? {
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        let (seconds, millisecond) = floorDivide(milliseconds, 1000)
+        guard (0...9999).contains(civilDate(fromDays: floorDivide(seconds, 86_400).0).0) else { return nil }
+        // What parse computes from the text: whole seconds plus the fraction "0.mmm" read as a Double
+        // (an integer over 1000 is the same correctly rounded value).
+        return Date(timeIntervalSince1970: Double(seconds) + Double(millisecond) / 1000)
+    }
+
     /// Appends ``format(_:)``'s text as UTF-8.
     public static func append(_ date: Date, to out: inout [UInt8]) {
         let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
@@ -54,7 +65,11 @@ public enum Timestamp {
     /// Parses an RFC 3339 date-time with an offset (`Z` or `±hh:mm`) and optional fractional seconds;
     /// nil for anything else.
     public static func parse(_ text: String) -> Date? {
-        let bytes = Array(text.utf8)
+        var text = text
+        return text.withUTF8(parse)
+    }
+
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> Date? {
         var index = 0
         func number(_ width: Int) -> Int64? {
             guard index + width <= bytes.count else { return nil }

@@ -188,7 +188,7 @@ public struct JSONParser {
             let byte = bytes[position]
             switch byte {
             case UInt8(ascii: "\""):
-                let text = String(decoding: bytes[start..<position], as: UTF8.self)
+                let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
                 position += 1
                 return text
             case UInt8(ascii: "\\"):

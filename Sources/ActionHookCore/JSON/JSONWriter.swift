@@ -35,6 +35,12 @@ extension JSONValue {
         }
     }
 
+    /// The most compact bytes ``jsonByteCount`` counts for one byte of any JSON text the value was
+    /// parsed from: whitespace is dropped, numbers are kept as written, and an escape or character is
+    /// never written more than three times as long (`\b` and `\f` as `\u0008` and `\u000c`, U+2028
+    /// and U+2029 from three bytes to six).
+    public static let maxCompactBytesPerSourceByte = 3
+
     /// The deepest nesting of arrays and objects (a scalar is 0).
     public var depth: Int {
         switch self {

@@ -1,16 +1,16 @@
 import Foundation
 
-/// Token buckets keyed by name: `rate` tokens a second, up to `burst`, one per request.
+/// Token buckets keyed by `Key`: `rate` tokens a second, up to `burst`, one per request.
 ///
 /// Pure bookkeeping over the times it is given, so it is tested without clocks. Keys that have
 /// been full for a while are dropped, keeping memory bounded by the active keys.
-public struct RateLimiter: Sendable {
+public struct RateLimiter<Key: Hashable & Sendable>: Sendable {
     struct Bucket: Sendable {
         var tokens: Double
         var updated: Double
     }
 
-    private var buckets: [String: Bucket] = [:]
+    private var buckets: [Key: Bucket] = [:]
     private var lastSweep: Double = 0
 
     /// Creates an empty limiter.
@@ -18,18 +18,18 @@ public struct RateLimiter: Sendable {
 
     /// Takes one token for `key` at time `now` (seconds). Returns `nil` when allowed, or the
     /// seconds to wait before a token is available.
-    public mutating func acquire(_ key: String, rate: Double, burst: Double, now: Double) -> Double? {
+    public mutating func acquire(_ key: Key, rate: Double, burst: Double, now: Double) -> Double? {
         precondition(rate > 0 && burst >= 1, "rate limits are positive")
         if now - lastSweep > 60 { sweep(now: now, maxAge: 60) }
-        var bucket = buckets[key] ?? Bucket(tokens: burst, updated: now)
+        // Updated in place: one hash of the key.
+        return Self.take(from: &buckets[key, default: Bucket(tokens: burst, updated: now)], rate: rate, burst: burst, now: now)
+    }
+
+    private static func take(from bucket: inout Bucket, rate: Double, burst: Double, now: Double) -> Double? {
         bucket.tokens = min(burst, bucket.tokens + max(0, now - bucket.updated) * rate)
         bucket.updated = now
-        guard bucket.tokens >= 1 else {
-            buckets[key] = bucket
-            return (1 - bucket.tokens) / rate
-        }
+        guard bucket.tokens >= 1 else { return (1 - bucket.tokens) / rate }
         bucket.tokens -= 1
-        buckets[key] = bucket
         return nil
     }
 

@@ -99,7 +99,13 @@ struct APIContext: Sendable {
 final class IngestRateLimits: Sendable {
     let appPerSecond: Int
     let devicePerSecond: Int
-    private let limiter = Locked(RateLimiter())
+    /// An app's bucket, or one device's within an app.
+    private enum Key: Hashable, Sendable {
+        case app(String)
+        case device(app: String, token: String)
+    }
+
+    private let limiter = Locked(RateLimiter<Key>())
     private let start = ContinuousClock.now
 
     init(appPerSecond: Int, devicePerSecond: Int) {
@@ -113,13 +119,13 @@ final class IngestRateLimits: Sendable {
         let now = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let rate = Double(appRate ?? appPerSecond)
         let wait = limiter.withLock { limiter -> Double? in
-            if let wait = limiter.acquire("app\u{1F}" + appID, rate: rate, burst: max(1, rate * 2), now: now) {
+            if let wait = limiter.acquire(.app(appID), rate: rate, burst: max(1, rate * 2), now: now) {
                 return wait
             }
             guard let deviceToken else { return nil }
             let deviceRate = Double(devicePerSecond)
             return limiter.acquire(
-                "device\u{1F}" + appID + "\u{1F}" + deviceToken, rate: deviceRate, burst: max(1, deviceRate * 2), now: now)
+                .device(app: appID, token: deviceToken), rate: deviceRate, burst: max(1, deviceRate * 2), now: now)
         }
         if let wait { throw APIError.tooManyRequests(retryAfter: max(1, Int(wait.rounded(.up)))) }
     }

@@ -40,7 +40,7 @@ extension APIContext {
     func ingestItem(_ request: HTTPRequest) throws -> IngestItem {
         let principal = try auth.requireIngestKey(request)
         let body = try request.jsonBody()
-        let response = try NotificationResponse.decode(body, limits: limits)
+        let response = try NotificationResponse.decode(body, limits: limits, sourceByteCount: request.body.count)
         try rateLimits.check(
             appID: principal.appID, appRate: principal.rateLimitPerSecond, deviceToken: response.deviceToken)
         return IngestItem(

@@ -38,13 +38,23 @@ extension HTTPRequest {
     /// Whether a `Content-Type` value names JSON: `application/json` or any `+json` type, in any case,
     /// parameters ignored.
     static func isJSON(mediaType value: String) -> Bool {
-        let bytes = value.utf8.prefix { $0 != UInt8(ascii: ";") }
-            .drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
-        func lowercased(_ byte: UInt8) -> UInt8 { (0x41...0x5A).contains(byte) ? byte | 0x20 : byte }
-        let exact = "application/json".utf8
-        if bytes.count == exact.count && zip(bytes, exact).allSatisfy({ lowercased($0) == $1 }) { return true }
-        let suffix = "+json".utf8
-        return bytes.count > suffix.count && zip(bytes.suffix(suffix.count), suffix).allSatisfy { lowercased($0) == $1 }
+        var value = value
+        return value.withUTF8 { utf8 in
+            func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+            var end = utf8.firstIndex(of: UInt8(ascii: ";")) ?? utf8.count
+            var start = 0
+            while start < end && isBlank(utf8[start]) { start += 1 }
+            while end > start && isBlank(utf8[end - 1]) { end -= 1 }
+            func endsWith(_ text: StaticString) -> Bool {
+                let count = text.utf8CodeUnitCount
+                guard end - start >= count else { return false }
+                return (0..<count).allSatisfy { offset in
+                    let byte = utf8[end - count + offset]
+                    return ((0x41...0x5A).contains(byte) ? byte | 0x20 : byte) == text.utf8Start[offset]
+                }
+            }
+            return (end - start == 16 && endsWith("application/json")) || (end - start > 5 && endsWith("+json"))
+        }
     }
 
     /// The `limit` and `cursor` query items.
