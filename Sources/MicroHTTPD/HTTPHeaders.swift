@@ -50,11 +50,22 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
         fields.makeIterator()
     }
 
+    /// Makes room for `count` fields.
+    public mutating func reserveCapacity(_ count: Int) {
+        fields.reserveCapacity(count)
+    }
+
     static func normalize(_ name: String) -> String {
         // Names looked up in code are already lower case; names on the wire are ASCII.
-        let utf8 = name.utf8
-        guard utf8.contains(where: { (65...90).contains($0) }) else { return name }
-        guard utf8.allSatisfy({ $0 < 0x80 }) else { return name.lowercased() }
+        var name = name
+        let (hasUpperCase, isASCII) = name.withUTF8 { utf8 in
+            utf8.reduce(into: (false, true)) { found, byte in
+                found.0 = found.0 || (65...90).contains(byte)
+                found.1 = found.1 && byte < 0x80
+            }
+        }
+        guard hasUpperCase else { return name }
+        guard isASCII else { return name.lowercased() }
         return name.mappingASCII { (65...90).contains($0) ? $0 | 0x20 : $0 }
     }
 }

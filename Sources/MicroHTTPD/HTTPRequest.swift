@@ -1,3 +1,5 @@
+import Foundation
+
 /// An HTTP request method.
 public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     /// The method as sent, e.g. `GET`.
@@ -39,12 +41,29 @@ public struct HTTPRequest: Sendable {
     public let headers: HTTPHeaders
     /// The body bytes (empty when there is none).
     public let body: [UInt8]
-    /// The peer's address, e.g. `127.0.0.1` or `::1`, when known.
-    public let peerAddress: String?
+    /// The peer's address, e.g. `127.0.0.1` or `::1`, when known (formatted when asked for).
+    public var peerAddress: String? { peer?.text }
+    let peer: PeerAddress?
     /// The request id: the client's `X-Request-Id` when it is well formed, else a generated one.
     public let requestID: String
     /// The values of the route's `{name}` path parameters.
     public let pathParameters: [String: String]
+
+    /// Creates a request; the server builds these, tests may too.
+    public init(
+        method: HTTPMethod, path: String, query: [(name: String, value: String)] = [],
+        headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], peer: PeerAddress?,
+        requestID: String, pathParameters: [String: String] = [:]
+    ) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.peer = peer
+        self.requestID = requestID
+        self.pathParameters = pathParameters
+    }
 
     /// Creates a request; the server builds these, tests may too.
     public init(
@@ -57,7 +76,7 @@ public struct HTTPRequest: Sendable {
         self.query = query
         self.headers = headers
         self.body = body
-        self.peerAddress = peerAddress
+        self.peer = peerAddress.map(PeerAddress.text)
         self.requestID = requestID
         self.pathParameters = pathParameters
     }
@@ -73,5 +92,32 @@ public struct HTTPRequest: Sendable {
             preconditionFailure("route has no path parameter {\(name)}")
         }
         return value
+    }
+}
+
+/// A peer's IP address as the socket gave it; the text form is made only when asked for.
+public enum PeerAddress: Sendable {
+    /// An IPv4 address, in network byte order as in `in_addr`.
+    case ipv4(UInt32)
+    /// An IPv6 address, its 16 bytes in network order.
+    case ipv6(UInt64, UInt64)
+    /// An address given as text.
+    case text(String)
+
+    /// `127.0.0.1`, `::1`, …
+    public var text: String? {
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        switch self {
+        case .ipv4(let raw):
+            var address = in_addr(s_addr: raw)
+            return inet_ntop(AF_INET, &address, &buffer, socklen_t(buffer.count)).map { String(cString: $0) }
+        case .ipv6(let high, let low):
+            var words = (high, low)
+            return withUnsafeBytes(of: &words) { bytes in
+                inet_ntop(AF_INET6, bytes.baseAddress, &buffer, socklen_t(buffer.count)).map { String(cString: $0) }
+            }
+        case .text(let text):
+            return text
+        }
     }
 }

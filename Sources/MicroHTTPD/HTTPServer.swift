@@ -351,6 +351,7 @@ extension HTTPServer {
         connection: OpaquePointer, context: RequestContext, body: [UInt8], parameters: [String: String]
     ) -> HTTPRequest {
         var headers = HTTPHeaders()
+        headers.reserveCapacity(12)
         withUnsafeMutablePointer(to: &headers) { pointer in
             _ = MHD_get_connection_values(connection, .HEADER_KIND, mhdCollectHeader, pointer)
         }
@@ -360,26 +361,23 @@ extension HTTPServer {
         }
         return HTTPRequest(
             method: context.method, path: context.path, query: query, headers: headers, body: body,
-            peerAddress: peerAddress(connection), requestID: context.requestID, pathParameters: parameters)
+            peer: peerAddress(connection), requestID: context.requestID, pathParameters: parameters)
     }
 
     func header(_ connection: OpaquePointer, _ name: String) -> String? {
         MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
     }
 
-    func peerAddress(_ connection: OpaquePointer) -> String? {
+    func peerAddress(_ connection: OpaquePointer) -> PeerAddress? {
         guard let address = ah_mhd_client_address(connection) else { return nil }
-        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         switch Int32(address.pointee.sa_family) {
         case AF_INET:
-            return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
-                var addr = sin.pointee.sin_addr
-                return inet_ntop(AF_INET, &addr, &buffer, socklen_t(buffer.count)).map { String(cString: $0) }
-            }
+            return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { .ipv4($0.pointee.sin_addr.s_addr) }
         case AF_INET6:
             return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
-                var addr = sin6.pointee.sin6_addr
-                return inet_ntop(AF_INET6, &addr, &buffer, socklen_t(buffer.count)).map { String(cString: $0) }
+                withUnsafeBytes(of: sin6.pointee.sin6_addr) { bytes in
+                    .ipv6(bytes.loadUnaligned(as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+                }
             }
         default:
             return nil

@@ -23,7 +23,9 @@ func withServer<T>(
 
 func echoRoutes(_ router: inout Router) {
     router.add(.get, "/items/{id}") { request in
-        let text = "id=\(request.parameter("id")) q=\(request.queryValue("q") ?? "-") h=\(request.headers["X-Thing"] ?? "-")"
+        let text =
+            "id=\(request.parameter("id")) q=\(request.queryValue("q") ?? "-") h=\(request.headers["X-Thing"] ?? "-")"
+            + " peer=\(request.peerAddress ?? "-")"
         return .text(200, text)
     }
     router.add(.post, "/items/{id}", bodyLimit: 64) { request in
@@ -40,7 +42,7 @@ struct HTTPServerTests {
             let client = try HTTPTestClient(port: server.port)
             let response = try client.request("GET", "/items/42?q=hello%20world", headers: [("x-THING", "v")])
             #expect(response.status == 200)
-            #expect(response.text == "id=42 q=hello world h=v")
+            #expect(response.text == "id=42 q=hello world h=v peer=127.0.0.1")
 
             let posted = try client.request("POST", "/items/7", body: Array("payload".utf8))
             #expect(posted.status == 201)
@@ -49,6 +51,14 @@ struct HTTPServerTests {
             let head = try client.request("HEAD", "/items/1")
             #expect(head.status == 200)
         }
+    }
+
+    @Test("peer addresses are written as text when asked for")
+    func peerAddresses() {
+        #expect(PeerAddress.ipv4(UInt32(bigEndian: 0xC0A8_0102)).text == "192.168.1.2")
+        #expect(PeerAddress.ipv6(0, UInt64(bigEndian: 1)).text == "::1")
+        #expect(PeerAddress.ipv6(UInt64(bigEndian: 0x2001_0DB8_0000_0000), UInt64(bigEndian: 0x0000_0000_0000_0042)).text == "2001:db8::42")
+        #expect(PeerAddress.text("10.0.0.1").text == "10.0.0.1")
     }
 
     @Test("unknown paths are 404 and wrong methods 405 with Allow, as problem+json")

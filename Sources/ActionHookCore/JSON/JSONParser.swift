@@ -183,6 +183,7 @@ public struct JSONParser {
     private mutating func parseString() throws(JSONParseError) -> String {
         position += 1
         let start = position
+        skipPlainASCII()
         // Most strings have no escapes: they are their bytes.
         while position < bytes.count {
             let byte = bytes[position]
@@ -202,6 +203,26 @@ public struct JSONParser {
             }
         }
         throw error(.syntax)
+    }
+
+    /// Moves past the bytes that need no look of their own inside a string (ASCII other than `"`, `\`
+    /// and control characters), eight at a time while eight remain.
+    private mutating func skipPlainASCII() {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        // A byte of x is zero → its high bit is set in (x - ones) & ~x & highs (exact when none is ≥ 0x80,
+        // which is tested first).
+        func hasZeroByte(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
+        guard let base = bytes.baseAddress else { return }
+        while bytes.count - position >= 8 {
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self))
+            if word & highs != 0 || hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C))
+                || (word &- ones &* 0x20) & ~word & highs != 0
+            {
+                return
+            }
+            position += 8
+        }
     }
 
     /// The rest of a string from its first escape at `position`; `start` is just after the quote.
