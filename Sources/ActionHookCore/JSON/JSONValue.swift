@@ -56,13 +56,15 @@ public enum JSONValue: Sendable, Equatable {
     /// The value at a dot path (`a.b.0.c`): object members by name, array elements by index.
     public func value(atPath path: String) -> JSONValue? {
         var current = self
-        var rest = Substring(path)
+        // "." is ASCII, so its bytes are where the path splits.
+        let utf8 = path.utf8
+        var start = utf8.startIndex
         while true {
-            let end = rest.firstIndex(of: ".") ?? rest.endIndex
-            let component = rest[..<end]
+            let end = utf8[start...].firstIndex(of: UInt8(ascii: ".")) ?? utf8.endIndex
+            let component = String(path[start..<end])
             switch current {
             case .object(let object):
-                guard let next = object.members.first(where: { $0.key == component })?.value else { return nil }
+                guard let next = object[component] else { return nil }
                 current = next
             case .array(let array):
                 guard let index = Int(component), array.indices.contains(index) else { return nil }
@@ -70,8 +72,8 @@ public enum JSONValue: Sendable, Equatable {
             default:
                 return nil
             }
-            guard end < rest.endIndex else { return current }
-            rest = rest[rest.index(after: end)...]
+            guard end < utf8.endIndex else { return current }
+            start = utf8.index(after: end)
         }
     }
 

@@ -93,8 +93,12 @@ extension JSONValue {
             var index = 0
             while index < utf8.count {
                 let byte = utf8[index]
-                let length = escapedLength(utf8, at: index)
-                if length == 0 {
+                // The bytes written as they are, without a look of their own (most of them).
+                if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") && byte != 0xE2 {
+                    index += 1
+                    continue
+                }
+                if escapedLength(utf8, at: index) == 0 {
                     index += 1
                     continue
                 }

@@ -184,6 +184,18 @@ public enum Template {
         if names.contains(name) { return true }
         guard name.hasPrefix(userInfoPrefix) else { return false }
         let path = name.dropFirst(userInfoPrefix.count)
+        // An ASCII path (the usual case) is checked on its bytes: the same rules, without Characters.
+        if path.utf8.allSatisfy({ $0 < 0x80 }) {
+            var previous = UInt8(ascii: ".")
+            for byte in path.utf8 {
+                let isSpace = byte == 0x20 || (0x09...0x0D).contains(byte)
+                let emptyComponent = byte == UInt8(ascii: ".") && previous == UInt8(ascii: ".")
+                let openingPair = byte == UInt8(ascii: "{") && previous == UInt8(ascii: "{")
+                if isSpace || emptyComponent || openingPair { return false }
+                previous = byte
+            }
+            return previous != UInt8(ascii: ".")
+        }
         return !path.isEmpty && !path.split(separator: ".", omittingEmptySubsequences: false).contains("")
             && !path.contains("{{") && !path.contains(where: \.isWhitespace)
     }
