@@ -115,7 +115,8 @@ public struct NotificationResponse: Sendable, Equatable {
         if userInfoValue.depth > limits.maxUserInfoDepth {
             diagnostics.invalid("/userInfo", "must nest at most \(limits.maxUserInfoDepth) levels deep")
         }
-        let mayBeTooLarge = sourceByteCount.map { $0 > limits.maxUserInfoBytes / JSONValue.maxCompactBytesPerSourceByte } ?? true
+        let mayBeTooLarge =
+            sourceByteCount.map { $0 > limits.maxUserInfoBytes / JSONValue.maxCompactBytesPerSourceByte } ?? true
         if mayBeTooLarge, userInfoValue.jsonByteCount > limits.maxUserInfoBytes {
             diagnostics.invalid("/userInfo", "must be at most \(limits.maxUserInfoBytes) bytes as compact JSON")
         }

@@ -210,14 +210,15 @@ public struct JSONParser {
     private mutating func skipPlainASCII() {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
-        // A byte of x is zero → its high bit is set in (x - ones) & ~x & highs (exact when none is ≥ 0x80,
-        // which is tested first).
-        func hasZeroByte(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
+        // Whether some byte of x is below n (n ≤ 0x80): the classic (x - n·ones) & ~x & highs, exact as a
+        // yes or no. Bytes ≥ 0x80 are ruled out first; `"` and `\` are the bytes that x XOR them makes zero.
+        func hasByte(below n: UInt64, in x: UInt64) -> Bool { (x &- n &* ones) & ~x & highs != 0 }
         guard let base = bytes.baseAddress else { return }
         while bytes.count - position >= 8 {
-            let word = UInt64(littleEndian: UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self))
-            if word & highs != 0 || hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C))
-                || (word &- ones &* 0x20) & ~word & highs != 0
+            // Byte order does not matter: every test is on each byte alike.
+            let word = UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)
+            if word & highs != 0 || hasByte(below: 0x20, in: word) || hasByte(below: 1, in: word ^ (0x22 &* ones))
+                || hasByte(below: 1, in: word ^ (0x5C &* ones))
             {
                 return
             }

@@ -22,7 +22,8 @@ public struct RateLimiter<Key: Hashable & Sendable>: Sendable {
         precondition(rate > 0 && burst >= 1, "rate limits are positive")
         if now - lastSweep > 60 { sweep(now: now, maxAge: 60) }
         // Updated in place: one hash of the key.
-        return Self.take(from: &buckets[key, default: Bucket(tokens: burst, updated: now)], rate: rate, burst: burst, now: now)
+        let full = Bucket(tokens: burst, updated: now)
+        return Self.take(from: &buckets[key, default: full], rate: rate, burst: burst, now: now)
     }
 
     private static func take(from bucket: inout Bucket, rate: Double, burst: Double, now: Double) -> Double? {
