@@ -264,6 +264,9 @@ def main():
             note = f"{ratio(name, REFERENCE[name]):.2f}x {REFERENCE[name]}"
         if name == "actionhook" and ratio("actionhook", "pgbench-p2") is not None:
             note += f", {ratio('actionhook', 'pgbench-p2'):.2f}x pgbench-p2"
+        if name == "actionhook" and ratio("actionhook", "pgbench-response-followup") is not None:
+            # No figure: the same rows (a response and its follow-up) written one request per transaction.
+            note += f", {ratio('actionhook', 'pgbench-response-followup'):.2f}x pgbench-response-followup"
         if "target_rps" in result:
             note = f"target {result['target_rps']:,.0f} req/s"
         if name == "actionhook-soak" and result["rss"] and result["rss"]["drift_mib"] is not None:
