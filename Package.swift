@@ -110,6 +110,16 @@ let package = Package(
             ]
         ),
 
+        // The fuzz targets over the domain's parsers and validators (scripts/check-fuzz.sh builds them with
+        // libFuzzer; a plain build replays inputs from files).
+        .executableTarget(
+            name: "ActionHookFuzz",
+            dependencies: [
+                "ActionHookCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+
         // Tests. `TestSupport` holds the raw HTTP client and the per-test database.
         .target(
             name: "TestSupport",
