@@ -49,7 +49,7 @@ public struct HTTPRequest: Sendable {
     /// The values of the route's `{name}` path parameters.
     public let pathParameters: [String: String]
 
-    /// Creates a request; the server builds these, tests may too.
+    /// Creates a request with the peer's address as the socket gave it (the server's way).
     public init(
         method: HTTPMethod, path: String, query: [(name: String, value: String)] = [],
         headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], peer: PeerAddress?,
@@ -71,14 +71,9 @@ public struct HTTPRequest: Sendable {
         headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], peerAddress: String? = nil,
         requestID: String = "test", pathParameters: [String: String] = [:]
     ) {
-        self.method = method
-        self.path = path
-        self.query = query
-        self.headers = headers
-        self.body = body
-        self.peer = peerAddress.map(PeerAddress.text)
-        self.requestID = requestID
-        self.pathParameters = pathParameters
+        self.init(
+            method: method, path: path, query: query, headers: headers, body: body,
+            peer: peerAddress.map(PeerAddress.text), requestID: requestID, pathParameters: pathParameters)
     }
 
     /// The first value of the query item `name`, or `nil`.
