@@ -28,6 +28,8 @@ enum FuzzTarget: String, CaseIterable {
         return target
     }
 
+    /// Runs one input. Inputs a parser or decoder refuses end here (`try?`): refusing is their job,
+    /// and only a crash or a broken invariant is a finding.
     func run(_ bytes: [UInt8]) {
         switch self {
         case .ingest: Self.ingest(bytes)

@@ -178,12 +178,8 @@ public struct NotificationResponse: Sendable, Equatable {
         )
     }
 
-    /// Whether `token` looks like an APNs device token: hex digits, even length, 16 to 200 characters.
-    static func isDeviceToken(_ token: String) -> Bool {
-        deviceTokenCase(token) != nil
-    }
-
-    /// Nil unless `token` looks like an APNs device token; else whether it has upper-case digits.
+    /// Nil unless `token` looks like an APNs device token (hex digits, even length, 16 to 200
+    /// characters); else whether it has upper-case digits.
     private static func deviceTokenCase(_ token: String) -> Bool? {
         var token = token
         return token.withUTF8 { bytes -> Bool? in

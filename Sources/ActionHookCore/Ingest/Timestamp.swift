@@ -16,8 +16,7 @@ public enum Timestamp {
     /// `date` as ``format(_:)``'s text reads back with ``parse(_:)``: rounded to the millisecond.
     /// Nil when that text would not parse: a UTC year outside 0000–9999.
     public static func toTheMillisecond(_ date: Date) -> Date? {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
-        let (seconds, millisecond) = floorDivide(milliseconds, 1000)
+        let (seconds, millisecond) = secondsAndMillisecond(date)
         guard (0...9999).contains(civilDate(fromDays: floorDivide(seconds, 86_400).0).0) else { return nil }
         // What parse computes from the text: whole seconds plus the fraction "0.mmm" read as a Double
         // (an integer over 1000 is the same correctly rounded value).
@@ -26,8 +25,7 @@ public enum Timestamp {
 
     /// Appends ``format(_:)``'s text as UTF-8.
     public static func append(_ date: Date, to out: inout [UInt8]) {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
-        let (seconds, millisecond) = floorDivide(milliseconds, 1000)
+        let (seconds, millisecond) = secondsAndMillisecond(date)
         let (days, secondOfDay) = floorDivide(seconds, 86_400)
         let (year, month, day) = civilDate(fromDays: days)
         if (0...9999).contains(year) {
@@ -117,6 +115,11 @@ public enum Timestamp {
         let days = daysFromCivil(year: year, month: month, day: day)
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset
         return Date(timeIntervalSince1970: Double(seconds) + fraction)
+    }
+
+    /// `date` rounded to the millisecond, as whole seconds since 1970 (rounded down) and the millisecond.
+    private static func secondsAndMillisecond(_ date: Date) -> (Int64, Int64) {
+        floorDivide(Int64((date.timeIntervalSince1970 * 1000).rounded()), 1000)
     }
 
     private static func pad(_ value: Int64, _ width: Int) -> String {

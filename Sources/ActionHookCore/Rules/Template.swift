@@ -123,10 +123,15 @@ public enum Template {
 
     /// Whether `text` holds `{{` (most template strings are plain text).
     private static func hasOpeningBraces(_ text: String) -> Bool {
-        var previous: UInt8 = 0
-        for byte in text.utf8 {
-            if byte == UInt8(ascii: "{") && previous == byte { return true }
-            previous = byte
+        hasPair(of: UInt8(ascii: "{"), in: text.utf8)
+    }
+
+    /// Whether `bytes` hold `byte` twice in a row.
+    private static func hasPair(of byte: UInt8, in bytes: some Sequence<UInt8>) -> Bool {
+        var previous: UInt8? = nil
+        for next in bytes {
+            if next == byte && previous == byte { return true }
+            previous = next
         }
         return false
     }
@@ -183,20 +188,12 @@ public enum Template {
     private static func isKnown(_ name: String) -> Bool {
         if names.contains(name) { return true }
         guard name.hasPrefix(userInfoPrefix) else { return false }
-        let path = name.dropFirst(userInfoPrefix.count)
-        // An ASCII path (the usual case) is checked on its bytes: the same rules, without Characters.
-        if path.utf8.allSatisfy({ $0 < 0x80 }) {
-            var previous = UInt8(ascii: ".")
-            for byte in path.utf8 {
-                let isSpace = byte == 0x20 || (0x09...0x0D).contains(byte)
-                let emptyComponent = byte == UInt8(ascii: ".") && previous == UInt8(ascii: ".")
-                let openingPair = byte == UInt8(ascii: "{") && previous == UInt8(ascii: "{")
-                if isSpace || emptyComponent || openingPair { return false }
-                previous = byte
-            }
-            return previous != UInt8(ascii: ".")
-        }
-        return !path.isEmpty && !path.split(separator: ".", omittingEmptySubsequences: false).contains("")
-            && !path.contains("{{") && !path.contains(where: \.isWhitespace)
+        // A dot path as `JSONValue.value(atPath:)` reads it: split on the byte ".", no component empty;
+        // no "{{" and no white space.
+        let path = name.utf8.dropFirst(userInfoPrefix.utf8.count)
+        let dot = UInt8(ascii: ".")
+        guard let first = path.first, first != dot, path.last != dot else { return false }
+        return !hasPair(of: dot, in: path) && !hasPair(of: UInt8(ascii: "{"), in: path)
+            && !Substring(path).unicodeScalars.contains(where: \.isWhiteSpace)
     }
 }
