@@ -1,0 +1,36 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Sends one HTTP request. `URLSessionTransport` is the real one; tests may stand in for the server.
+public protocol HTTPTransport: Sendable {
+    /// Sends `request` and returns the body and the response, or throws a network error.
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse)
+}
+
+/// `HTTPTransport` over a `URLSession`.
+public struct URLSessionTransport: HTTPTransport {
+    /// The session requests go through.
+    public let session: URLSession
+
+    /// A transport over `session` (by default an ephemeral session: no cookies, no cache).
+    public init(session: URLSession = URLSession(configuration: .ephemeral)) {
+        self.session = session
+    }
+
+    public func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        try await withCheckedThrowingContinuation { continuation in
+            session.dataTask(with: request) { data, response, error in
+                if let error {
+                    continuation.resume(throwing: error)
+                } else if let response = response as? HTTPURLResponse {
+                    continuation.resume(returning: (data ?? Data(), response))
+                } else {
+                    continuation.resume(throwing: URLError(.badServerResponse))
+                }
+            }.resume()
+        }
+    }
+}

@@ -1,0 +1,1 @@
+../../Sources/ActionHookKit/UserNotifications/UserNotificationsGlue.swift
