@@ -14,6 +14,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        // The app-side package, for the tests that run it against the service; the server does not use it.
+        .package(path: "Clients/swift"),
     ],
     targets: [
         // The C libraries. Only `MicroHTTPD` and `Postgres` import these.
@@ -134,6 +136,7 @@ let package = Package(
             dependencies: [
                 "ActionHookServer", "ActionHookStore", "ActionHookDelivery", "ActionHookCore", "Postgres", "MicroHTTPD",
                 "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ActionHookKit", package: "swift"),
             ]
         ),
     ],

@@ -9,8 +9,13 @@ extension APIContext {
         router.add(Route(.post, "/v1/responses", handler: .deferred(ingest)))
         router.add(.get, "/v1/categories", endpoint { request in
             let principal = try auth.requireIngestKey(request)
-            let categories = try ruleSet(appID: principal.appID).categories.values.sorted { $0.id < $1.id }
-            return .list(categories.map(\.json), nextCursor: nil)
+            let listing = CategoryListing(try ruleSet(appID: principal.appID).categories.values)
+            // The app revalidates its kept copy on every launch; an unchanged set costs no body.
+            let headers: HTTPHeaders = ["ETag": listing.etag, "Cache-Control": "no-cache"]
+            if let match = request.headers["if-none-match"], listing.isNotModified(ifNoneMatch: match) {
+                return HTTPResponse(status: 304, headers: headers)
+            }
+            return .json(200, listing.body, headers: headers)
         })
     }
 

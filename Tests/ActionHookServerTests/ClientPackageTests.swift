@@ -1,0 +1,253 @@
+import ActionHookKit
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// ActionHookKit, the app-side package, against the real service and PostgreSQL, through a proxy that
+/// loses connections the way a phone's network does.
+@Suite("Client package against the real service", .serialized)
+struct ClientPackageTests {
+    /// Retries in tens of milliseconds, so outages of a second are crossed quickly.
+    static let retry = ActionHookKit.RetryPolicy(initialDelay: 0.05, multiplier: 2, maximumDelay: 0.4, jitter: 0.5)
+
+    static func client(port: Int, key: String, events: Events = Events()) throws -> ActionHookClient {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("actionhookkit-it-\(UUID().uuidString)")
+        let configuration = ActionHookClient.Configuration(
+            serverURL: URL(string: "http://127.0.0.1:\(port)")!, ingestKey: key, directory: folder, retry: retry,
+            requestTimeout: 5)
+        return try ActionHookClient(configuration: configuration, onEvent: events.record)
+    }
+
+    static func reply(_ index: Int) -> Reply {
+        Reply(
+            actionIdentifier: index % 2 == 0 ? "accept" : "decline", categoryIdentifier: "event-invite",
+            notificationIdentifier: "n-\(index)",
+            userInfo: ["aps": .object(["category": .string("event-invite")]), "eventId": .string("\(index)")],
+            deviceToken: String(repeating: "ab", count: 32))
+    }
+
+    /// Runs `drain()` and answers whether it finished within `seconds`.
+    static func drain(_ client: ActionHookClient, within seconds: Double) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await client.drain()
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(nanoseconds: UInt64(seconds * 1_000_000_000))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// Rows per client responseId in the app's responses.
+    static func rowsByResponseID(_ api: TestAPI, app: String) throws -> [String: Int] {
+        let rows = try api.query(
+            "SELECT client_response_id, count(*)::int AS n FROM responses WHERE app_id = \(app) GROUP BY client_response_id")
+        var counts: [String: Int] = [:]
+        for row in rows { counts[try row.decode("client_response_id", as: String.self)] = try row.decode("n", as: Int.self) }
+        return counts
+    }
+
+    @Test("replies forwarded while the service cannot be reached are stored once each when it comes back")
+    func serverDown() async throws {
+        let api = try TestAPI()
+        let key = try api.createApp("kit-down")
+        let down = Atomic<Bool>(true)
+        let proxy = try FlakyProxy(upstreamPort: api.port) { _ in
+            down.load(ordering: .sequentiallyConsistent) ? .dropBeforeRequest : .pass
+        }
+        defer { proxy.stop() }
+        let events = Events()
+        let client = try Self.client(port: proxy.port, key: key, events: events)
+        let replies = (0..<20).map(Self.reply)
+        for reply in replies { client.forward(reply) }
+
+        #expect(eventually(within: 10) { events.retries >= 3 })
+        #expect(client.queue.count == 20)
+        #expect(try api.count("SELECT count(*) AS n FROM responses") == 0)
+
+        down.store(false, ordering: .sequentiallyConsistent)
+        #expect(await Self.drain(client, within: 30))
+        let rows = try Self.rowsByResponseID(api, app: "kit-down")
+        #expect(rows == Dictionary(uniqueKeysWithValues: replies.map { ($0.responseId, 1) }))
+        #expect(client.queue.count == 0)
+        // Sent in order: the stored rows' received times follow the order the replies were made in.
+        let order = try api.query("SELECT client_response_id FROM responses ORDER BY received_at, id")
+            .map { try $0.decode("client_response_id", as: String.self) }
+        #expect(order == replies.map(\.responseId))
+    }
+
+    @Test("100 replies through a proxy that loses a third of the connections end as 100 rows, none twice")
+    func flakyNetwork() async throws {
+        let api = try TestAPI()
+        let key = try api.createApp("kit-flaky")
+        // Of every three connections one is lost: alternately before the request reaches the service and
+        // after the service stored it, so some retries are answered as replays.
+        let proxy = try FlakyProxy(upstreamPort: api.port) { index in
+            switch index % 6 {
+            case 1: .dropBeforeRequest
+            case 4: .dropAnswer
+            default: .pass
+            }
+        }
+        defer { proxy.stop() }
+        let events = Events()
+        let client = try Self.client(port: proxy.port, key: key, events: events)
+        let replies = (0..<100).map(Self.reply)
+        for reply in replies { client.forward(reply) }
+        #expect(await Self.drain(client, within: 120))
+
+        let rows = try Self.rowsByResponseID(api, app: "kit-flaky")
+        #expect(rows.count == 100)
+        #expect(rows.values.allSatisfy { $0 == 1 })
+        #expect(Set(rows.keys) == Set(replies.map(\.responseId)))
+        #expect(events.delivered(status: 200) > 0, "no retry was answered as a replay")
+        #expect(events.retries > 0)
+        #expect(events.refusals == 0)
+    }
+
+    @Test("the service killed (SIGKILL) after storing a reply and before answering: the retry is a replay, one row")
+    func killedBeforeAnswering() async throws {
+        let binary = try WorkerFaultTests.binary()
+        let api = try TestAPI()
+        let key = try api.createApp("kit-kill")
+
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("actionhook-kit-\(UUID().uuidString).log")
+        defer { try? FileManager.default.removeItem(at: log) }
+        func start() throws -> (WorkerFaultTests.Subprocess, Int) {
+            let port = try Self.freePort()
+            var environment = ProcessInfo.processInfo.environment.filter {
+                !$0.key.hasPrefix("ACTIONHOOK_") && !$0.key.hasPrefix("PG") && $0.key != "DATABASE_URL"
+            }
+            environment["DATABASE_URL"] = api.database.connectionString
+            environment["ACTIONHOOK_HOST"] = "127.0.0.1"
+            environment["ACTIONHOOK_PORT"] = String(port)
+            environment["ACTIONHOOK_WORKER"] = "0"
+            let process = try WorkerFaultTests.Subprocess(binary: binary, environment: environment, log: log)
+            return (process, port)
+        }
+
+        var (server, port) = try start()
+        #expect(eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
+        let pid = Atomic<Int32>(server.pid)
+        let killedAfterStoring = Atomic<Int>(0)
+        let proxy = try FlakyProxy(
+            upstreamPort: port,
+            afterAnswer: {
+                let target = pid.exchange(0, ordering: .sequentiallyConsistent)
+                if target > 0 {
+                    kill(target, SIGKILL)
+                    killedAfterStoring.add(1, ordering: .sequentiallyConsistent)
+                }
+            },
+            decide: { index in index == 0 ? .dropAnswer : .pass })
+        defer { proxy.stop() }
+
+        let events = Events()
+        let client = try Self.client(port: proxy.port, key: key, events: events)
+        let reply = Self.reply(7)
+        client.forward(reply)
+
+        #expect(eventually(within: 20) { !server.process.isRunning })
+        server.process.waitUntilExit()
+        #expect(server.process.terminationReason == .uncaughtSignal && server.process.terminationStatus == SIGKILL)
+        #expect(killedAfterStoring.load(ordering: .sequentiallyConsistent) == 1)
+        // Acknowledged to nobody, yet stored: the kill came after the commit.
+        #expect(try Self.rowsByResponseID(api, app: "kit-kill") == [reply.responseId: 1])
+
+        (server, port) = try start()
+        defer {
+            kill(server.pid, SIGKILL)
+            server.process.waitUntilExit()
+        }
+        #expect(eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
+        proxy.redirect(to: port)
+        client.resume()
+        #expect(await Self.drain(client, within: 30))
+        #expect(try Self.rowsByResponseID(api, app: "kit-kill") == [reply.responseId: 1])
+        #expect(events.all.contains(.delivered(responseId: reply.responseId, status: 200)))
+    }
+
+    @Test("categories fetched by the package equal what the admin API stored; unchanged, the server answers 304")
+    func categories() async throws {
+        let api = try TestAPI()
+        let key = try api.createApp("kit-categories")
+        let invite = #"""
+            {"actions":[{"identifier":"accept","title":"Accept","options":["foreground"]},
+              {"identifier":"decline","title":"Decline","options":["destructive"]},
+              {"identifier":"comment","title":"Comment","textInput":{"buttonTitle":"Send","placeholder":"Add a note"}}],
+             "options":["customDismissAction"],"intentIdentifiers":["INSendMessageIntent"],"subjectKey":"eventId"}
+            """#
+        let timer = #"{"actions":[{"identifier":"SNOOZE_ACTION","title":"Snooze"},{"identifier":"STOP_ACTION","title":"Stop","options":["foreground"]}]}"#
+        #expect(try api.admin("PUT", "/v1/apps/kit-categories/categories/event-invite", json: invite).status == 201)
+        #expect(try api.admin("PUT", "/v1/apps/kit-categories/categories/TIMER_EXPIRED", json: timer).status == 201)
+
+        let client = try Self.client(port: api.port, key: key)
+        let first = try await client.fetchCategories()
+        #expect(first.origin == .fetched)
+        let stored = try api.admin("GET", "/v1/apps/kit-categories/categories")
+        let storedData = try JSONSerialization.data(withJSONObject: ["items": stored.json["items"] ?? []])
+        struct Page: Decodable { var items: [CategoryDefinition] }
+        let expected = try JSONDecoder().decode(Page.self, from: storedData).items.sorted { $0.identifier < $1.identifier }
+        #expect(first.categories == expected)
+        #expect(first.categories.map(\.identifier) == ["TIMER_EXPIRED", "event-invite"])
+        #expect(first.category("event-invite")?.actions.last?.textInput == TextInputDefinition(buttonTitle: "Send", placeholder: "Add a note"))
+        #expect(first.etag?.hasPrefix("\"") == true)
+
+        let second = try await client.fetchCategories()
+        #expect(second.origin == .notModified)
+        #expect(second.categories == first.categories)
+        let raw = try api.call("GET", "/v1/categories", token: key, headers: [("If-None-Match", first.etag ?? "")])
+        #expect(raw.status == 304)
+        #expect(raw.body.isEmpty)
+        #expect(raw.headers["etag"] == first.etag)
+
+        // A change is seen at once: a new ETag and the new set.
+        #expect(try api.admin("DELETE", "/v1/apps/kit-categories/categories/TIMER_EXPIRED").status == 204)
+        let third = try await client.fetchCategories()
+        #expect(third.origin == .fetched)
+        #expect(third.categories.map(\.identifier) == ["event-invite"])
+        #expect(third.etag != first.etag)
+
+        // Another app's key sees its own (empty) set; a wrong key is refused.
+        let otherKey = try api.createApp("kit-other")
+        let other = try await Self.client(port: api.port, key: otherKey).fetchCategories()
+        #expect(other.categories.isEmpty)
+        await #expect(throws: ActionHookClientError.self) {
+            try await Self.client(port: api.port, key: "ahk_wrong").fetchCategories()
+        }
+    }
+
+    static func freePort() throws -> Int {
+        let proxy = try FlakyProxy(upstreamPort: 1) { _ in .dropBeforeRequest }
+        proxy.stop()
+        return proxy.port
+    }
+}
+
+/// The client's events, collected.
+final class Events: Sendable {
+    private let events = Mutex<[ActionHookEvent]>([])
+
+    func record(_ event: ActionHookEvent) {
+        events.withLock { $0.append(event) }
+    }
+
+    var all: [ActionHookEvent] { events.withLock { $0 } }
+
+    var retries: Int { all.filter { if case .retrying = $0 { true } else { false } }.count }
+    var refusals: Int { all.filter { if case .refused = $0 { true } else { false } }.count }
+
+    func delivered(status: Int) -> Int {
+        all.filter { if case .delivered(_, status) = $0 { true } else { false } }.count
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A TCP proxy on 127.0.0.1 between a client and the service that can lose connections the way a phone's
+/// network does: each new connection is given a fate by `decide` (its index from 0).
+final class FlakyProxy: Sendable {
+    enum Fate: Sendable {
+        /// Relay the request and the service's answer, then close: every request gets a connection of its
+        /// own, so fates apply per request even for a client that keeps connections alive.
+        case pass
+        /// Close the client's connection at once: the request never reaches the service.
+        case dropBeforeRequest
+        /// Relay the request, wait for the service's first answer bytes, then close both sides without
+        /// relaying them: the service acted, the client never hears of it. `afterAnswer` runs first.
+        case dropAnswer
+    }
+
+    let port: Int
+    private let listener: Int32
+    private let upstream: Atomic<Int>
+    private let connections = Atomic<Int>(0)
+    private let decide: @Sendable (Int) -> Fate
+    private let afterAnswer: @Sendable () -> Void
+
+    /// Listens on a free port and relays to `upstreamPort`.
+    init(
+        upstreamPort: Int, afterAnswer: @escaping @Sendable () -> Void = {},
+        decide: @escaping @Sendable (Int) -> Fate
+    ) throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var on: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+        var address = Self.loopback(port: 0)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listener, 128) == 0 else {
+            close(listener)
+            throw ProxyError(description: "the proxy could not listen (errno \(errno))")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        self.listener = listener
+        port = Int(UInt16(bigEndian: address.sin_port))
+        upstream = Atomic(upstreamPort)
+        self.decide = decide
+        self.afterAnswer = afterAnswer
+        Thread.detachNewThread { [self] in acceptLoop() }
+    }
+
+    /// Sends new connections to another port (the service restarted elsewhere).
+    func redirect(to port: Int) {
+        upstream.store(port, ordering: .sequentiallyConsistent)
+    }
+
+    /// Stops accepting; connections already relayed end when their sides close.
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    private func acceptLoop() {
+        while true {
+            let client = accept(listener, nil, nil)
+            if client < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            let index = connections.add(1, ordering: .sequentiallyConsistent).oldValue
+            let fate = decide(index)
+            Thread.detachNewThread { [self] in serve(client, fate) }
+        }
+    }
+
+    private func serve(_ client: Int32, _ fate: Fate) {
+        if case .dropBeforeRequest = fate {
+            close(client)
+            return
+        }
+        let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = Self.loopback(port: upstream.load(ordering: .sequentiallyConsistent))
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(server)
+            close(client)
+            return
+        }
+        let closed = Atomic<Bool>(false)
+        let closeBoth: @Sendable () -> Void = {
+            guard !closed.exchange(true, ordering: .sequentiallyConsistent) else { return }
+            shutdown(client, Int32(SHUT_RDWR))
+            shutdown(server, Int32(SHUT_RDWR))
+        }
+        Thread.detachNewThread {
+            Self.pump(from: client, to: server)
+            closeBoth()
+        }
+        if case .dropAnswer = fate {
+            var byte = [UInt8](repeating: 0, count: 4096)
+            _ = read(server, &byte, byte.count)
+            afterAnswer()
+            closeBoth()
+        } else {
+            Self.relayOneAnswer(from: server, to: client)
+            closeBoth()
+        }
+        // Give the other pump a moment to see the shutdown before the descriptors are reused.
+        usleep(50_000)
+        close(server)
+        close(client)
+    }
+
+    /// Relays one HTTP answer (headers, then `Content-Length` bytes of body) and returns.
+    private static func relayOneAnswer(from source: Int32, to destination: Int32) {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        var expected: Int?
+        while expected.map({ received.count < $0 }) ?? true {
+            let count = read(source, &buffer, buffer.count)
+            if count <= 0 { break }
+            received += buffer[0..<count]
+            if expected == nil, let end = headerEnd(received) {
+                let head = String(decoding: received[0..<end], as: UTF8.self).lowercased()
+                let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                    .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                expected = end + 4 + length
+            }
+        }
+        var sent = 0
+        while sent < received.count {
+            let written = received[sent...].withUnsafeBytes {
+                send(destination, $0.baseAddress, received.count - sent, Int32(MSG_NOSIGNAL))
+            }
+            if written <= 0 { return }
+            sent += written
+        }
+    }
+
+    private static func headerEnd(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        for index in 0...(bytes.count - 4)
+        where bytes[index] == 13 && bytes[index + 1] == 10 && bytes[index + 2] == 13 && bytes[index + 3] == 10 {
+            return index
+        }
+        return nil
+    }
+
+    private static func pump(from source: Int32, to destination: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = read(source, &buffer, buffer.count)
+            if count <= 0 { return }
+            var sent = 0
+            while sent < count {
+                let written = buffer[sent..<count].withUnsafeBytes {
+                    send(destination, $0.baseAddress, count - sent, Int32(MSG_NOSIGNAL))
+                }
+                if written <= 0 { return }
+                sent += written
+            }
+        }
+    }
+
+    private static func loopback(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
+    }
+}
+
+struct ProxyError: Error, CustomStringConvertible {
+    let description: String
+}
