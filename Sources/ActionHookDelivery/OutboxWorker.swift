@@ -140,7 +140,7 @@ public final class OutboxWorker: @unchecked Sendable {
             let busy = inFlight.count
             condition.unlock()
 
-            ready.forEach(record)
+            record(ready)
             if done { break }
 
             if clock.now - lastSweep >= configuration.sweepInterval {
@@ -153,7 +153,7 @@ public final class OutboxWorker: @unchecked Sendable {
             if capacity > 0 {
                 do {
                     let claims = try outbox.claim(limit: capacity, leaseSeconds: configuration.leaseSeconds)
-                    claims.forEach(launch)
+                    launch(claims)
                     // A full batch means more may be due: look again at once.
                     if claims.count == capacity { continue }
                     if let next = try outbox.secondsUntilNextDue() {
@@ -191,7 +191,7 @@ public final class OutboxWorker: @unchecked Sendable {
             completions = []
             let remaining = inFlight.count
             condition.unlock()
-            ready.forEach(record)
+            record(ready)
             if remaining == 0 || clock.now >= deadline { break }
             condition.lock()
             if completions.isEmpty { _ = condition.wait(until: Date().addingTimeInterval(0.05)) }
@@ -220,22 +220,37 @@ public final class OutboxWorker: @unchecked Sendable {
         }
     }
 
-    /// Checks what can be decided without sending, then starts the send as a task.
-    private func launch(_ claim: ClaimedFollowUp) {
-        let startedAt = Date()
-        func decided(_ outcome: SendOutcome) {
-            record(Completion(claim: claim, outcome: outcome, startedAt: startedAt, duration: .zero))
+    /// Starts a claimed batch: what can be decided without sending is recorded at once (in one
+    /// statement), the rest is sent as tasks. Dead device tokens are looked up for the whole batch.
+    private func launch(_ claims: [ClaimedFollowUp]) {
+        let pushes = claims.compactMap { claim -> DeviceKey? in
+            guard claim.channel == .apns, let token = claim.payload.value(atPath: "deviceToken")?.stringValue,
+                !token.isEmpty
+            else { return nil }
+            return DeviceKey(appID: claim.appID, token: token)
         }
+        // Unknown (the query failed): sent anyway, and APNs answers for a dead token again.
+        let deadDevices = (try? outbox.deadDevices(pushes)) ?? []
+        var decided: [Completion] = []
+        for claim in claims {
+            if let outcome = launch(claim, deadDevices: deadDevices) {
+                decided.append(Completion(claim: claim, outcome: outcome, startedAt: Date(), duration: .zero))
+            }
+        }
+        record(decided)
+    }
+
+    /// Starts the send of one claim as a task, or returns the outcome decided without sending.
+    private func launch(_ claim: ClaimedFollowUp, deadDevices: Set<DeviceKey>) -> SendOutcome? {
+        let startedAt = Date()
         let app: StoredApp?
         do {
             app = try settings(for: claim.appID)
         } catch {
-            decided(.retryable(httpStatus: nil, errorClass: "database_error"))
-            return
+            return .retryable(httpStatus: nil, errorClass: "database_error")
         }
         guard let app else {
-            decided(.permanent(httpStatus: nil, errorClass: "app_deleted"))
-            return
+            return .permanent(httpStatus: nil, errorClass: "app_deleted")
         }
         let id = claim.id.lowercasedString
         let task: @Sendable () async -> SendOutcome
@@ -243,32 +258,24 @@ public final class OutboxWorker: @unchecked Sendable {
         case .webhook:
             let ownURL = claim.payload.value(atPath: "url")?.stringValue
             guard let url = ownURL ?? app.definition.webhook?.url else {
-                decided(.permanent(httpStatus: nil, errorClass: "no_webhook_url"))
-                return
+                return .permanent(httpStatus: nil, errorClass: "no_webhook_url")
             }
             guard let secret = app.definition.webhook?.secret else {
-                decided(.permanent(httpStatus: nil, errorClass: "no_webhook_secret"))
-                return
+                return .permanent(httpStatus: nil, errorClass: "no_webhook_secret")
             }
             if ownURL == nil && app.webhookDisabledAt != nil {
-                decided(.permanent(httpStatus: nil, errorClass: "endpoint_disabled"))
-                return
+                return .permanent(httpStatus: nil, errorClass: "endpoint_disabled")
             }
             let body = (claim.payload.value(atPath: "body") ?? .null).jsonBytes
             task = { [webhooks] in await webhooks.send(id: id, url: url, body: body, secret: secret) }
         case .apns:
             guard let credentials = app.definition.apns else {
-                decided(.permanent(httpStatus: nil, errorClass: "no_apns_credentials"))
-                return
+                return .permanent(httpStatus: nil, errorClass: "no_apns_credentials")
             }
-            if let token = claim.payload.value(atPath: "deviceToken")?.stringValue, !token.isEmpty,
-                (try? outbox.isDeviceDead(appID: claim.appID, token: token)) == true
+            if let token = claim.payload.value(atPath: "deviceToken")?.stringValue,
+                deadDevices.contains(DeviceKey(appID: claim.appID, token: token))
             {
-                record(
-                    Completion(
-                        claim: claim, outcome: .deadDevice(httpStatus: 0, reason: "device_dead"), startedAt: startedAt,
-                        duration: .zero))
-                return
+                return .deadDevice(httpStatus: 0, reason: "device_dead")
             }
             let appID = claim.appID
             let payload = claim.payload
@@ -282,6 +289,7 @@ public final class OutboxWorker: @unchecked Sendable {
             let outcome = await task()
             complete(Completion(claim: claim, outcome: outcome, startedAt: startedAt, duration: .now - started))
         }
+        return nil
     }
 
     private func complete(_ completion: Completion) {
@@ -294,39 +302,68 @@ public final class OutboxWorker: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Stores an attempt's end (fenced) and its side effects; runs on the worker thread.
-    private func record(_ completion: Completion) {
+    /// Stores the ends of finished attempts, all in one statement (fenced per row), after their side
+    /// effects (a dead device, a gone endpoint); runs on the worker thread.
+    private func record(_ completions: [Completion]) {
+        guard !completions.isEmpty else { return }
+        var labels: [String] = []
+        var attempts: [FinishedAttempt] = []
+        for completion in completions {
+            let (result, label) = attemptResult(completion)
+            labels.append(label)
+            attempts.append(
+                FinishedAttempt(
+                    claim: completion.claim, result: result, startedAt: completion.startedAt,
+                    duration: completion.duration))
+        }
+        let recorded: Set<UUID>?
+        do {
+            recorded = try outbox.finish(attempts)
+        } catch {
+            // The leases will expire and the follow-ups will be tried again: at least once.
+            logger.warning("could not record attempts", metadata: ["error": "\(error)", "count": "\(attempts.count)"])
+            recorded = nil
+        }
+        for (completion, var label) in zip(completions, labels) {
+            let claim = completion.claim
+            if let recorded, !recorded.contains(claim.id) {
+                label = "lease_lost"
+                logger.notice("attempt result discarded: the claim was taken over", metadata: ["followup": "\(claim.id)"])
+            } else if recorded == nil {
+                label = "unrecorded"
+            }
+            let latency = claim.lateness + Double(completion.duration.components.seconds)
+                + Double(completion.duration.components.attoseconds) / 1e18
+            observer?.attemptFinished(channel: claim.channel, result: label, latency: latency)
+        }
+    }
+
+    /// What an attempt's outcome is recorded as, and its metrics label, after its side effects.
+    private func attemptResult(_ completion: Completion) -> (AttemptResult, String) {
         let claim = completion.claim
-        let result: AttemptResult
-        var label: String
         switch completion.outcome {
         case .delivered(let status):
-            result = .delivered(httpStatus: status)
-            label = "delivered"
+            return (.delivered(httpStatus: status), "delivered")
         case .retryable(let status, let errorClass):
             let delay = configuration.retryPolicy.delayMilliseconds(
                 afterFailedAttempt: claim.attempt, unit: Double.random(in: 0..<1))
-            result = .failed(httpStatus: status, errorClass: errorClass, retryAfterMilliseconds: delay)
-            label = delay == nil ? "dead" : "retrying"
+            return (
+                .failed(httpStatus: status, errorClass: errorClass, retryAfterMilliseconds: delay),
+                delay == nil ? "dead" : "retrying"
+            )
         case .permanent(let status, let errorClass):
-            result = .failed(httpStatus: status, errorClass: errorClass, retryAfterMilliseconds: nil)
-            label = "dead"
+            return (.failed(httpStatus: status, errorClass: errorClass, retryAfterMilliseconds: nil), "dead")
         case .deadDevice(let status, let reason):
-            if status == 0 {
-                result = .skipped(reason: "device_dead")
-                label = "skipped"
-            } else {
-                if let token = claim.payload.value(atPath: "deviceToken")?.stringValue, !token.isEmpty {
-                    do {
-                        try outbox.markDeviceDead(appID: claim.appID, token: token, reason: reason)
-                    } catch {
-                        // The follow-up still ends dead; later pushes to the token are tried and fail again.
-                        logger.warning("could not mark a device dead", metadata: ["error": "\(error)"])
-                    }
+            if status == 0 { return (.skipped(reason: "device_dead"), "skipped") }
+            if let token = claim.payload.value(atPath: "deviceToken")?.stringValue, !token.isEmpty {
+                do {
+                    try outbox.markDeviceDead(appID: claim.appID, token: token, reason: reason)
+                } catch {
+                    // The follow-up still ends dead; later pushes to the token are tried and fail again.
+                    logger.warning("could not mark a device dead", metadata: ["error": "\(error)"])
                 }
-                result = .failed(httpStatus: status, errorClass: reason, retryAfterMilliseconds: nil)
-                label = "dead"
             }
+            return (.failed(httpStatus: status, errorClass: reason, retryAfterMilliseconds: nil), "dead")
         case .endpointGone:
             // Only the app's own endpoint is disabled; a 410 from a rule's own URL ends that follow-up alone.
             if claim.payload.value(atPath: "url")?.stringValue == nil {
@@ -338,24 +375,8 @@ public final class OutboxWorker: @unchecked Sendable {
                 }
                 invalidateSettings(claim.appID)
             }
-            result = .failed(httpStatus: 410, errorClass: "endpoint_gone", retryAfterMilliseconds: nil)
-            label = "dead"
+            return (.failed(httpStatus: 410, errorClass: "endpoint_gone", retryAfterMilliseconds: nil), "dead")
         }
-        do {
-            let stillOurs = try outbox.finish(
-                claim, result: result, startedAt: completion.startedAt, duration: completion.duration)
-            if !stillOurs {
-                label = "lease_lost"
-                logger.notice("attempt result discarded: the claim was taken over", metadata: ["followup": "\(claim.id)"])
-            }
-        } catch {
-            // The lease will expire and the follow-up will be tried again: at least once.
-            logger.warning("could not record an attempt", metadata: ["error": "\(error)", "followup": "\(claim.id)"])
-            label = "unrecorded"
-        }
-        let latency = claim.lateness + Double(completion.duration.components.seconds)
-            + Double(completion.duration.components.attoseconds) / 1e18
-        observer?.attemptFinished(channel: claim.channel, result: label, latency: latency)
     }
 
     private func settings(for appID: String) throws -> StoredApp? {

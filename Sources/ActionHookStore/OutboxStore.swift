@@ -28,6 +28,52 @@ public enum AttemptResult: Sendable, Equatable {
     case skipped(reason: String)
 }
 
+/// A device token of an app.
+public struct DeviceKey: Sendable, Hashable {
+    /// The app.
+    public var appID: String
+    /// The APNs device token (hex).
+    public var token: String
+
+    /// Creates a key.
+    public init(appID: String, token: String) {
+        self.appID = appID
+        self.token = token
+    }
+}
+
+/// An attempt that ended, to be recorded.
+public struct FinishedAttempt: Sendable {
+    /// The claim the attempt ran under.
+    public var claim: ClaimedFollowUp
+    /// How it ended.
+    public var result: AttemptResult
+    /// When it started.
+    public var startedAt: Date
+    /// How long the send took.
+    public var duration: Duration
+
+    /// Creates a finished attempt.
+    public init(claim: ClaimedFollowUp, result: AttemptResult, startedAt: Date, duration: Duration) {
+        self.claim = claim
+        self.result = result
+        self.startedAt = startedAt
+        self.duration = duration
+    }
+
+    /// The columns the result sets: the follow-up's new status and the attempt's row.
+    var row: (status: String, retryAfterMilliseconds: Int?, httpStatus: Int?, errorClass: String?, attemptResult: String) {
+        switch result {
+        case .delivered(let code):
+            return ("delivered", nil, code, nil, "delivered")
+        case .failed(let code, let error, let retry):
+            return (retry == nil ? "dead" : "retrying", retry, code, error, "failed")
+        case .skipped(let reason):
+            return ("skipped", nil, nil, reason, "skipped")
+        }
+    }
+}
+
 /// The outbox as the delivery worker sees it. Every write after a claim is fenced by
 /// `(id, attempt, status = 'running')`, so a worker whose lease was taken over changes nothing.
 public struct OutboxStore: Sendable {
@@ -75,48 +121,92 @@ public struct OutboxStore: Sendable {
     public func finish(
         _ claim: ClaimedFollowUp, result: AttemptResult, startedAt: Date, duration: Duration
     ) throws -> Bool {
-        let milliseconds = Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
-        let status: String
-        var retryAfter: Int?
-        var httpStatus: Int?
-        var errorClass: String?
-        var attemptResult: String
-        switch result {
-        case .delivered(let code):
-            status = "delivered"
-            httpStatus = code
-            attemptResult = "delivered"
-        case .failed(let code, let error, let retry):
-            status = retry == nil ? "dead" : "retrying"
-            retryAfter = retry
-            httpStatus = code
-            errorClass = error
-            attemptResult = "failed"
-        case .skipped(let reason):
-            status = "skipped"
-            errorClass = reason
-            attemptResult = "skipped"
+        try !finish([FinishedAttempt(claim: claim, result: result, startedAt: startedAt, duration: duration)]).isEmpty
+    }
+
+    /// Records the ends of many attempts in one statement (one transaction, one round trip), each
+    /// fenced by its own attempt number: a row whose claim was lost is left as it is. Returns the ids
+    /// whose attempt was recorded.
+    ///
+    /// The worker calls this with everything that finished since its last call, so the cost of a
+    /// commit is shared by every delivery of the batch (group commit, as ingest does).
+    @discardableResult
+    public func finish(_ attempts: [FinishedAttempt]) throws -> Set<UUID> {
+        guard !attempts.isEmpty else { return [] }
+        var apps: [String] = [], ids: [UUID] = [], numbers: [Int] = [], statuses: [String] = []
+        var errors: [String] = [], retries: [Int] = [], httpStatuses: [Int] = [], results: [String] = []
+        var started: [Int] = [], durations: [Int] = []
+        for attempt in attempts {
+            let row = attempt.row
+            apps.append(attempt.claim.appID)
+            ids.append(attempt.claim.id)
+            numbers.append(attempt.claim.attempt)
+            statuses.append(row.status)
+            // Arrays carry no NULL elements here: "" and -1 stand for none and become NULL in SQL.
+            errors.append(row.errorClass ?? "")
+            retries.append(row.retryAfterMilliseconds ?? -1)
+            httpStatuses.append(row.httpStatus ?? -1)
+            results.append(row.attemptResult)
+            started.append(Int((attempt.startedAt.timeIntervalSince1970 * 1000).rounded()))
+            durations.append(
+                Int(attempt.duration.components.seconds * 1000
+                    + attempt.duration.components.attoseconds / 1_000_000_000_000_000))
         }
-        return try pool.transaction { connection in
-            let updated = try connection.execute(
-                """
-                UPDATE followups
-                SET status = \(status), lease_until = NULL, updated_at = now(), last_error = \(errorClass),
-                    due_at = CASE WHEN \(retryAfter)::integer IS NULL THEN due_at
-                        ELSE now() + make_interval(secs => \(retryAfter)::integer / 1000.0) END
-                WHERE app_id = \(claim.appID) AND id = \(claim.id) AND attempt = \(claim.attempt) AND status = 'running'
-                """)
-            guard updated == 1 else { return false }
-            try connection.execute(
-                """
+        let rows = try pool.transaction { connection in
+            _ = try connection.execute(Self.planSettings)
+            return try connection.query(
+                Self.finishBatch(
+                    apps: apps, ids: ids, attempts: numbers, statuses: statuses, errors: errors, retries: retries,
+                    httpStatuses: httpStatuses, results: results, started: started, durations: durations))
+        }
+        return Set(try rows.map { try $0.decode("id", as: UUID.self) })
+    }
+
+    /// Settings for the finishing transaction: its plan joins the batch to `followups` by primary key,
+    /// whatever the statistics say. Left to them, right after a burst of ingest the planner took
+    /// `followups_by_status` and walked every dead entry of it for each row (0.08 → 2.4 ms a call
+    /// over 20,000 deliveries); a generic plan made once per connection also skips planning each batch.
+    static let planSettings = (
+        """
+        SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
+            set_config('enable_bitmapscan', 'off', true), set_config('enable_hashjoin', 'off', true),
+            set_config('enable_mergejoin', 'off', true)
+        """ as PostgresQuery
+    ).prepared
+
+    // One statement: the fenced update of every row still ours, and an attempt row for each of them.
+    static func finishBatch(
+        apps: [String], ids: [UUID], attempts: [Int], statuses: [String], errors: [String], retries: [Int],
+        httpStatuses: [Int], results: [String], started: [Int], durations: [Int]
+    ) -> PostgresQuery {
+        (
+            """
+            WITH batch AS (
+                SELECT * FROM unnest(\(apps)::text[], \(ids)::uuid[], \(attempts)::int[], \(statuses)::text[],
+                    \(errors)::text[], \(retries)::int[], \(httpStatuses)::int[], \(results)::text[],
+                    \(started)::bigint[], \(durations)::int[])
+                    AS b(app_id, id, attempt, status, error_class, retry_ms, http_status, result, started_ms, duration_ms)
+            ),
+            updated AS (
+                UPDATE followups f
+                SET status = b.status, lease_until = NULL, updated_at = now(), last_error = nullif(b.error_class, ''),
+                    due_at = CASE WHEN b.retry_ms < 0 THEN f.due_at
+                        ELSE now() + make_interval(secs => b.retry_ms / 1000.0) END
+                FROM batch b
+                WHERE f.app_id = b.app_id AND f.id = b.id AND f.attempt = b.attempt AND f.status = 'running'
+                RETURNING f.app_id, f.id, f.attempt
+            ),
+            recorded AS (
                 INSERT INTO delivery_attempts (app_id, followup_id, attempt, started_at, finished_at, result,
                     http_status, error_class, duration_ms)
-                VALUES (\(claim.appID), \(claim.id), \(claim.attempt), \(startedAt), now(), \(attemptResult),
-                    \(httpStatus), \(errorClass), \(milliseconds))
+                SELECT b.app_id, b.id, b.attempt, to_timestamp(b.started_ms / 1000.0), now(), b.result,
+                    nullif(b.http_status, -1), nullif(b.error_class, ''), b.duration_ms
+                FROM batch b JOIN updated u ON u.app_id = b.app_id AND u.id = b.id AND u.attempt = b.attempt
                 ON CONFLICT DO NOTHING
-                """)
-            return true
-        }
+            )
+            SELECT id FROM updated
+            """ as PostgresQuery
+        ).prepared
     }
 
     /// Gives claims back without counting a failure (graceful shutdown): due again at once.
@@ -170,13 +260,19 @@ public struct OutboxStore: Sendable {
         }
     }
 
-    /// Whether APNs reported this device token dead for the app.
-    public func isDeviceDead(appID: String, token: String) throws -> Bool {
-        try pool.withConnection { connection in
-            try !connection.query(
-                "SELECT 1 AS one FROM devices WHERE app_id = \(appID) AND token = \(token) AND status = 'dead'"
-            ).isEmpty
+    /// Which of these device tokens APNs reported dead, in one query for a whole claimed batch.
+    public func deadDevices(_ devices: [DeviceKey]) throws -> Set<DeviceKey> {
+        guard !devices.isEmpty else { return [] }
+        let rows = try pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT d.app_id, d.token
+                FROM unnest(\(devices.map(\.appID))::text[], \(devices.map(\.token))::text[]) AS k(app_id, token)
+                JOIN devices d ON d.app_id = k.app_id AND d.token = k.token
+                WHERE d.status = 'dead'
+                """)
         }
+        return Set(try rows.map { DeviceKey(appID: try $0.decode("app_id"), token: try $0.decode("token")) })
     }
 
     /// Marks a device token dead (APNs 410 Unregistered or 400 BadDeviceToken).
