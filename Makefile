@@ -5,7 +5,7 @@ SHELL := /bin/bash
 SWIFT_FORMAT_PATHS := Sources Tests Package.swift
 DEV_PG_DIR := .local/pg
 
-.PHONY: help run test build format lint stop-db clean-db bench
+.PHONY: help run test build format lint stop-db clean-db bench bench-delivery
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  make %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -22,6 +22,9 @@ build: ## Install what is missing and build (debug)
 
 bench: ## Benchmark ActionHook against its references (quality.md P1-P5); see bench/RESULTS.md
 	bash bench/run.sh
+
+bench-delivery: ## Webhook delivery throughput to a local C receiver, with its ceiling (quality.md P6)
+	bash bench/delivery.sh
 
 format: ## Format the Swift sources in place
 	swift format -i -r $(SWIFT_FORMAT_PATHS)
