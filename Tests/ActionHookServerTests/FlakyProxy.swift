@@ -103,41 +103,53 @@ final class FlakyProxy: Sendable {
             Self.pump(from: client, to: server)
             closeBoth()
         }
-        if case .dropAnswer = fate {
-            var byte = [UInt8](repeating: 0, count: 4096)
-            _ = read(server, &byte, byte.count)
-            afterAnswer()
-            closeBoth()
-        } else {
-            Self.relayOneAnswer(from: server, to: client)
-            closeBoth()
+        // The final answer (interim 1xx answers, such as 100 Continue, are relayed as they come): only a
+        // whole final answer means the service finished with the request.
+        let answer = Self.readFinalAnswer(from: server, relayingInterimTo: client)
+        if let answer {
+            if case .dropAnswer = fate {
+                afterAnswer()
+            } else {
+                Self.sendAll(answer, to: client)
+            }
         }
+        closeBoth()
         // Give the other pump a moment to see the shutdown before the descriptors are reused.
         usleep(50_000)
         close(server)
         close(client)
     }
 
-    /// Relays one HTTP answer (headers, then `Content-Length` bytes of body) and returns.
-    private static func relayOneAnswer(from source: Int32, to destination: Int32) {
+    /// Reads answers from `source` until a final one (status 200 or more, headers and `Content-Length`
+    /// bytes of body) is whole, relaying interim ones to `client`; nil when the connection ends first.
+    private static func readFinalAnswer(from source: Int32, relayingInterimTo client: Int32) -> [UInt8]? {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16_384)
-        var expected: Int?
-        while expected.map({ received.count < $0 }) ?? true {
-            let count = read(source, &buffer, buffer.count)
-            if count <= 0 { break }
-            received += buffer[0..<count]
-            if expected == nil, let end = headerEnd(received) {
+        while true {
+            if let end = headerEnd(received) {
                 let head = String(decoding: received[0..<end], as: UTF8.self).lowercased()
-                let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                let status = head.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
+                if (100..<200).contains(status) {
+                    sendAll(Array(received[0..<(end + 4)]), to: client)
+                    received.removeFirst(end + 4)
+                    continue
+                }
+                let length =
+                    head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
                     .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
-                expected = end + 4 + length
+                if received.count >= end + 4 + length { return Array(received[0..<(end + 4 + length)]) }
             }
+            let count = read(source, &buffer, buffer.count)
+            if count <= 0 { return nil }
+            received += buffer[0..<count]
         }
+    }
+
+    private static func sendAll(_ bytes: [UInt8], to destination: Int32) {
         var sent = 0
-        while sent < received.count {
-            let written = received[sent...].withUnsafeBytes {
-                send(destination, $0.baseAddress, received.count - sent, Int32(MSG_NOSIGNAL))
+        while sent < bytes.count {
+            let written = bytes[sent...].withUnsafeBytes {
+                send(destination, $0.baseAddress, bytes.count - sent, Int32(MSG_NOSIGNAL))
             }
             if written <= 0 { return }
             sent += written
