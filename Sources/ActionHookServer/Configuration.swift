@@ -29,6 +29,9 @@ public struct Configuration: Sendable {
     public var ingestWriters: Int
     /// The most responses one ingest transaction holds.
     public var ingestBatchMax: Int
+    /// How far a reply's `respondedAt` may lie ahead of the server's clock (the device's clock runs
+    /// fast) before it is refused with 422, in seconds.
+    public var clockSkewSeconds: Int = 300
     /// Whether this instance runs the delivery worker.
     public var workerEnabled: Bool
     /// How the delivery worker paces itself and retries.
@@ -121,6 +124,7 @@ public struct Configuration: Sendable {
         let rate = try reader.integer("ACTIONHOOK_RATE_LIMIT_PER_SECOND", default: 1000, in: 1...10_000_000)
         let deviceRate = try reader.integer("ACTIONHOOK_DEVICE_RATE_LIMIT_PER_SECOND", default: 10, in: 1...10_000_000)
         let ingestBatchMax = try reader.integer("ACTIONHOOK_INGEST_BATCH_MAX", default: 128, in: 1...10_000)
+        let clockSkew = try reader.integer("ACTIONHOOK_CLOCK_SKEW_SECONDS", default: 300, in: 0...86_400)
         let workerEnabled = try reader.choice("ACTIONHOOK_WORKER", default: true, choices: ["1": true, "0": false])
         var worker = WorkerConfiguration()
         worker.concurrency = try reader.integer("ACTIONHOOK_WORKER_CONCURRENCY", default: worker.concurrency, in: 1...10_000)
@@ -150,11 +154,13 @@ public struct Configuration: Sendable {
             return path
         }
 
-        return Configuration(
+        var configuration = Configuration(
             http: http, database: database, poolSize: poolSize, adminToken: token, logLevel: level, logFormat: format,
             shutdownGraceSeconds: grace, rateLimitPerSecond: rate, deviceRateLimitPerSecond: deviceRate,
             ingestWriters: ingestWriters, ingestBatchMax: ingestBatchMax, workerEnabled: workerEnabled, worker: worker, webhookTimeoutSeconds: webhookTimeout,
             allowPrivateWebhooks: allowPrivate, apnsURL: apnsURL, apnsCAFile: apnsCAFile)
+        configuration.clockSkewSeconds = clockSkew
+        return configuration
     }
 }
 

@@ -66,7 +66,8 @@ public final class ActionHookService: Sendable {
             writer: IngestWriter(pool: pool), writers: configuration.ingestWriters,
             maxBatch: configuration.ingestBatchMax, observer: metrics.ingestBatchWritten)
         self.batcher = batcher
-        let api = APIContext(pool: pool, configuration: configuration, cache: cache, batcher: batcher, logger: logger)
+        let api = APIContext(
+            pool: pool, configuration: configuration, cache: cache, batcher: batcher, metrics: metrics, logger: logger)
         api.registerIngestRoutes(in: &router)
         api.registerAppRoutes(in: &router)
         api.registerCategoryRoutes(in: &router)

@@ -90,6 +90,14 @@ public final class ServiceMetrics: HTTPServerObserver, Sendable {
     }
 }
 
+extension ServiceMetrics {
+    /// Counts a reply stored as `expired` (older than its age limit), by app and category.
+    public func replyExpired(appID: String, category: String?) {
+        counter("actionhook_replies_expired_total", dimensions: [("app", appID), ("category", category ?? "")])
+            .increment()
+    }
+}
+
 extension ServiceMetrics: DeliveryObserver {
     /// Counts attempts by channel and result and times delivery latency (due → done) by channel.
     public func attemptFinished(channel: FollowUpChannel, result: String, latency: Double) {

@@ -8,11 +8,14 @@ public struct IngestDecision: Sendable {
     public var rule: Rule?
     /// The subject read from `userInfo` through the category's `subjectKey`.
     public var subject: String?
+    /// The reply's age limit (the category's, or the rule's in its place).
+    public var ageLimit: ReplyAgeLimit
 
     /// Creates a decision.
-    public init(rule: Rule?, subject: String?) {
+    public init(rule: Rule?, subject: String?, ageLimit: ReplyAgeLimit = ReplyAgeLimit()) {
         self.rule = rule
         self.subject = subject
+        self.ageLimit = ageLimit
     }
 }
 
@@ -61,8 +64,9 @@ struct PlannedResponse {
     var outcome: Outcome
     var followUps: [(id: UUID, followUp: PlannedFollowUp, dueAt: Date)]
     var answer: JSONValue
-    /// Whether this answer cancels the pending snoozes of its notification (any answer but a snooze).
-    var cancelsSnoozes: Bool { outcome != .snoozed && outcome != .snoozeLimitReached }
+    /// Whether this answer cancels the pending snoozes of its notification (any answer but a snooze, or
+    /// one that came too late to act).
+    var cancelsSnoozes: Bool { outcome != .snoozed && outcome != .snoozeLimitReached && outcome != .expired }
 
     /// Plans a response received at `receivedAt`, after `previousSnoozes` snoozes of its notification.
     init(_ item: IngestItem, receivedAt: Date, previousSnoozes: Int) {
@@ -71,7 +75,11 @@ struct PlannedResponse {
         let decision = item.decision
         var outcome = RuleEngine.outcome(of: decision.rule?.handler)
         var planned: [PlannedFollowUp] = []
-        if let rule = decision.rule {
+        let age = ReplyAgeLimit.age(respondedAt: response.respondedAt, receivedAt: receivedAt)
+        let expired = decision.ageLimit.isExpired(age: age)
+        if expired {
+            outcome = .expired
+        } else if let rule = decision.rule {
             if case .snooze(let delaySeconds, let maxSnoozes) = rule.handler {
                 if previousSnoozes >= maxSnoozes {
                     outcome = .snoozeLimitReached
@@ -91,7 +99,7 @@ struct PlannedResponse {
         }
         self.outcome = outcome
         followUps = planned.map { (UUID.timeOrdered(), $0, receivedAt.addingTimeInterval(TimeInterval($0.delaySeconds))) }
-        answer = .object([
+        var answer: JSONObject = [
             "id": .string(responseID.lowercasedString), "outcome": .string(outcome.rawValue),
             "ruleId": decision.rule.map { .string($0.id) } ?? .null,
             "subject": decision.subject.map(JSONValue.string) ?? .null,
@@ -102,7 +110,13 @@ struct PlannedResponse {
                         "dueAt": .string(Timestamp.format($0.dueAt)),
                     ])
                 }),
-        ])
+        ]
+        // What the 410 tells the client, replayed with it.
+        if expired, let limit = decision.ageLimit.maxAgeSeconds, let age {
+            answer["maxReplyAgeSeconds"] = .integer(limit)
+            answer["ageSeconds"] = .number(String((age * 1000).rounded() / 1000))
+        }
+        self.answer = .object(answer)
     }
 }
 

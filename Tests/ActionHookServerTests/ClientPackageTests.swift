@@ -71,7 +71,7 @@ struct ClientPackageTests {
         let replies = (0..<20).map(Self.reply)
         for reply in replies { client.forward(reply) }
 
-        #expect(eventually(within: 10) { events.retries >= 3 })
+        #expect(await eventually(within: 30) { events.retries >= 3 })
         #expect(client.queue.count == 20)
         #expect(try api.count("SELECT count(*) AS n FROM responses") == 0)
 
@@ -137,7 +137,7 @@ struct ClientPackageTests {
         }
 
         var (server, port) = try start()
-        #expect(eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
+        #expect(await eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
         let pid = Atomic<Int32>(server.pid)
         let killedAfterStoring = Atomic<Int>(0)
         let proxy = try FlakyProxy(
@@ -157,7 +157,7 @@ struct ClientPackageTests {
         let reply = Self.reply(7)
         client.forward(reply)
 
-        #expect(eventually(within: 20) { !server.process.isRunning })
+        #expect(await eventually(within: 20) { !server.process.isRunning })
         server.process.waitUntilExit()
         #expect(server.process.terminationReason == .uncaughtSignal && server.process.terminationStatus == SIGKILL)
         #expect(killedAfterStoring.load(ordering: .sequentiallyConsistent) == 1)
@@ -169,7 +169,7 @@ struct ClientPackageTests {
             kill(server.pid, SIGKILL)
             server.process.waitUntilExit()
         }
-        #expect(eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
+        #expect(await eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
         proxy.redirect(to: port)
         client.resume()
         #expect(await Self.drain(client, within: 30))
@@ -222,9 +222,69 @@ struct ClientPackageTests {
         let otherKey = try api.createApp("kit-other")
         let other = try await Self.client(port: api.port, key: otherKey).fetchCategories()
         #expect(other.categories.isEmpty)
-        await #expect(throws: ActionHookClientError.self) {
-            try await Self.client(port: api.port, key: "ahk_wrong").fetchCategories()
+        do {
+            _ = try await Self.client(port: api.port, key: "ahk_wrong").fetchCategories()
+            Issue.record("a wrong key fetched categories")
+        } catch ActionHookClientError.refused(let status, _) {
+            #expect(status == 401)
         }
+    }
+
+    @Test("after a day offline only replies within their age limit act: the package drops the late ones, the server answers 410 to what only it can judge late")
+    func lateReplies() async throws {
+        let api = try TestAPI()
+        let key = try api.createApp("kit-late", extra: #""webhook":{"url":"https://hooks.example.com/kit-late"}"#)
+        #expect(
+            try api.admin(
+                "PUT", "/v1/apps/kit-late/categories/garage",
+                json: #"{"actions":[{"identifier":"open","title":"Open"}],"maxReplyAgeSeconds":120}"#
+            ).status == 201)
+        // A rule stricter than its category: only the server knows it.
+        let strict = #"{"id":"open-now","priority":10,"match":{"action":"open","userInfo":[{"path":"strict","op":"exists"}]},"handler":{"type":"accept"},"followUps":[{"channel":"webhook"}],"maxReplyAgeSeconds":30}"#
+        let open = #"{"id":"open","match":{"action":"open"},"handler":{"type":"accept"},"followUps":[{"channel":"webhook"}]}"#
+        #expect(try api.admin("POST", "/v1/apps/kit-late/rules", json: strict).status == 201)
+        #expect(try api.admin("POST", "/v1/apps/kit-late/rules", json: open).status == 201)
+
+        let events = Events()
+        let client = try Self.client(port: api.port, key: key, events: events)
+        _ = try await client.fetchCategories()
+        func reply(_ index: Int, age: TimeInterval, strict: Bool = false) -> Reply {
+            var userInfo: [String: JSONValue] = ["aps": .object(["category": .string("garage")]), "door": .string("\(index)")]
+            if strict { userInfo["strict"] = .bool(true) }
+            return Reply(
+                actionIdentifier: "open", categoryIdentifier: "garage", notificationIdentifier: "g-\(index)",
+                userInfo: userInfo, respondedAt: Date().addingTimeInterval(-age))
+        }
+        // Queued over a day offline, oldest first: a day old, an hour old, a minute old (late for the
+        // strict rule only), and two fresh ones.
+        let replies = [
+            reply(0, age: 86_400), reply(1, age: 3600), reply(2, age: 60, strict: true), reply(3, age: 20), reply(4, age: 5),
+        ]
+        for reply in replies { _ = try client.enqueue(reply) }
+        #expect(await Self.drain(client, within: 30))
+
+        let rows = try api.query("SELECT client_response_id, outcome FROM responses WHERE app_id = 'kit-late' ORDER BY received_at, id")
+        let stored = try rows.map { [try $0.decode("client_response_id", as: String.self), try $0.decode("outcome", as: String.self)] }
+        #expect(
+            stored == [
+                [replies[2].responseId, "expired"], [replies[3].responseId, "accepted"], [replies[4].responseId, "accepted"],
+            ])
+        let dropped = events.all.compactMap { event -> String? in
+            if case .dropped(let id, .expired(120)) = event { id } else { nil }
+        }
+        #expect(dropped == [replies[0].responseId, replies[1].responseId])
+        let refused = events.all.compactMap { event -> String? in
+            if case .refused(let id, 410, let problem) = event,
+                problem.type == "https://actionhook.dev/problems/reply-expired"
+            {
+                id
+            } else {
+                nil
+            }
+        }
+        #expect(refused == [replies[2].responseId])
+        #expect(client.queue.count == 0)
+        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE app_id = 'kit-late'") == 2)
     }
 
     static func freePort() throws -> Int {

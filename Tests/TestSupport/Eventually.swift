@@ -11,3 +11,16 @@ public func eventually(within seconds: Double, _ condition: () throws -> Bool) r
     }
     return try condition()
 }
+
+/// Polls `condition` every 10 ms until it holds or `seconds` pass, suspending between polls.
+///
+/// Async tests use this one: the blocking form holds a thread of the concurrency pool while it waits,
+/// and on a machine with few cores the tasks it waits for (a client's send loop) may need that thread.
+public func eventually(within seconds: Double, _ condition: () throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if try condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return try condition()
+}

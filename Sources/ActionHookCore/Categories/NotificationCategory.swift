@@ -71,17 +71,28 @@ public struct NotificationCategory: Sendable, Equatable {
     public var intentIdentifiers: [String]
     /// The `userInfo` key whose value is the subject of a response.
     public var subjectKey: String?
+    /// The oldest a reply may be when it arrives (`receivedAt − respondedAt`), in seconds; nil: no limit.
+    public var maxReplyAgeSeconds: Int?
+    /// Whether a reply without `respondedAt` (whose age cannot be judged) is refused.
+    public var requireRespondedAt: Bool
 
     /// Creates a category.
     public init(
         id: String, actions: [NotificationAction] = [], options: [String] = [], intentIdentifiers: [String] = [],
-        subjectKey: String? = nil
+        subjectKey: String? = nil, maxReplyAgeSeconds: Int? = nil, requireRespondedAt: Bool = false
     ) {
         self.id = id
         self.actions = actions
         self.options = options
         self.intentIdentifiers = intentIdentifiers
         self.subjectKey = subjectKey
+        self.maxReplyAgeSeconds = maxReplyAgeSeconds
+        self.requireRespondedAt = requireRespondedAt
+    }
+
+    /// The age limit this category gives its replies.
+    public var replyAgeLimit: ReplyAgeLimit {
+        ReplyAgeLimit(maxAgeSeconds: maxReplyAgeSeconds, requireRespondedAt: requireRespondedAt)
     }
 
     /// Strictly decodes a PUT body; `id` comes from the path.
@@ -130,10 +141,14 @@ public struct NotificationCategory: Sendable, Equatable {
             diagnostics.checkLength(subjectKey, "/subjectKey", max: maxTextLength)
         }
 
+        let maxReplyAgeSeconds = reader.integer("maxReplyAgeSeconds", in: ReplyAgeLimit.range, &diagnostics)
+        let requireRespondedAt = reader.bool("requireRespondedAt", &diagnostics) ?? false
+
         reader.reportUnknown(&diagnostics, serverOwned: ["createdAt", "updatedAt", "etag", "version"])
         try diagnostics.check()
         return NotificationCategory(
-            id: id, actions: actions, options: options, intentIdentifiers: intentIdentifiers, subjectKey: subjectKey)
+            id: id, actions: actions, options: options, intentIdentifiers: intentIdentifiers, subjectKey: subjectKey,
+            maxReplyAgeSeconds: maxReplyAgeSeconds, requireRespondedAt: requireRespondedAt)
     }
 
     private static func decodeAction(
@@ -188,7 +203,8 @@ public struct NotificationCategory: Sendable, Equatable {
         }
     }
 
-    /// `{"identifier", "actions": [...], "options", "intentIdentifiers", ("subjectKey")}`: one to one onto
+    /// `{"identifier", "actions": [...], "options", "intentIdentifiers", ("subjectKey"), ("maxReplyAgeSeconds"),
+    /// ("requireRespondedAt")}`: one to one onto
     /// `UNNotificationCategory`, and accepted back by `decode`.
     public var json: JSONValue {
         var object: JSONObject = [
@@ -199,6 +215,12 @@ public struct NotificationCategory: Sendable, Equatable {
         ]
         if let subjectKey {
             object["subjectKey"] = .string(subjectKey)
+        }
+        if let maxReplyAgeSeconds {
+            object["maxReplyAgeSeconds"] = .integer(maxReplyAgeSeconds)
+        }
+        if requireRespondedAt {
+            object["requireRespondedAt"] = .bool(true)
         }
         return .object(object)
     }

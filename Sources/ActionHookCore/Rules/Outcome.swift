@@ -14,4 +14,7 @@ public enum Outcome: String, Sendable, CaseIterable {
     case recorded
     /// No enabled rule matched; the response is stored all the same.
     case unmatched
+    /// The reply was older than its age limit when it arrived (``ReplyAgeLimit``): stored, and nothing
+    /// else happened (no handler, no follow-up, no snooze cancelled, no decision changed).
+    case expired
 }

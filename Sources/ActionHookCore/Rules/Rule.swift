@@ -24,12 +24,19 @@ public struct Rule: Sendable, Equatable {
     public var handler: RuleHandler
     /// What it sends afterwards, in order.
     public var followUps: [FollowUpTemplate]
+    /// Overrides the category's `maxReplyAgeSeconds` for the replies this rule takes; nil: the category's.
+    public var maxReplyAgeSeconds: Int?
+    /// Overrides the category's `requireRespondedAt`; nil: the category's.
+    public var requireRespondedAt: Bool?
 
     /// Creates a rule.
     public init(
         id: String, description: String? = nil, priority: Int = Rule.defaultPriority, enabled: Bool = true,
-        match: RuleMatch = RuleMatch(), handler: RuleHandler, followUps: [FollowUpTemplate] = []
+        match: RuleMatch = RuleMatch(), handler: RuleHandler, followUps: [FollowUpTemplate] = [],
+        maxReplyAgeSeconds: Int? = nil, requireRespondedAt: Bool? = nil
     ) {
+        self.maxReplyAgeSeconds = maxReplyAgeSeconds
+        self.requireRespondedAt = requireRespondedAt
         self.id = id
         self.description = description
         self.priority = priority
@@ -99,15 +106,20 @@ public struct Rule: Sendable, Equatable {
             }
         }
 
+        let maxReplyAgeSeconds = reader.integer("maxReplyAgeSeconds", in: ReplyAgeLimit.range, &diagnostics)
+        let requireRespondedAt = reader.bool("requireRespondedAt", &diagnostics)
+
         reader.reportUnknown(&diagnostics, serverOwned: serverOwned)
         try diagnostics.check()
         guard let ruleID, let handler else { preconditionFailure("a missing id or handler is always an error") }
         return Rule(
             id: ruleID, description: description, priority: priority, enabled: enabled, match: match ?? RuleMatch(),
-            handler: handler, followUps: followUps)
+            handler: handler, followUps: followUps, maxReplyAgeSeconds: maxReplyAgeSeconds,
+            requireRespondedAt: requireRespondedAt)
     }
 
-    /// `{"id", ("description"), "priority", "enabled", "match", "handler", "followUps"}`: the shape the API
+    /// `{"id", ("description"), "priority", "enabled", "match", "handler", "followUps", ("maxReplyAgeSeconds"),
+    /// ("requireRespondedAt")}`: the shape the API
     /// accepts, so `decode(json, id: nil)` gives this rule back.
     public var json: JSONValue {
         var object: JSONObject = ["id": .string(id)]
@@ -117,6 +129,8 @@ public struct Rule: Sendable, Equatable {
         object["match"] = match.json
         object["handler"] = handler.json
         object["followUps"] = .array(followUps.map(\.json))
+        if let maxReplyAgeSeconds { object["maxReplyAgeSeconds"] = .integer(maxReplyAgeSeconds) }
+        if let requireRespondedAt { object["requireRespondedAt"] = .bool(requireRespondedAt) }
         return .object(object)
     }
 }

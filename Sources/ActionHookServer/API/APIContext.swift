@@ -21,9 +21,17 @@ struct APIContext: Sendable {
     let errors: ErrorMapper
     let allowPrivateWebhooks: Bool
     let batcher: IngestBatcher
+    /// How far `respondedAt` may lie ahead of the server's clock.
+    let clockSkewSeconds: Int
+    let metrics: ServiceMetrics
 
-    init(pool: PostgresPool, configuration: Configuration, cache: AppCache, batcher: IngestBatcher, logger: Logger) {
+    init(
+        pool: PostgresPool, configuration: Configuration, cache: AppCache, batcher: IngestBatcher,
+        metrics: ServiceMetrics, logger: Logger
+    ) {
         self.batcher = batcher
+        self.metrics = metrics
+        clockSkewSeconds = configuration.clockSkewSeconds
         apps = AppStore(pool: pool)
         categories = CategoryStore(pool: pool)
         rules = RuleStore(pool: pool)

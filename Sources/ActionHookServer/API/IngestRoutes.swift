@@ -29,16 +29,45 @@ extension APIContext {
             respond(errors.response(for: error, request: request))
             return
         }
-        batcher.submit(item) { [errors] result in
+        batcher.submit(item) { [errors, metrics] result in
             switch result {
+            case .success(.created(let answer)) where Self.isExpired(answer):
+                metrics.replyExpired(appID: item.appID, category: item.response.categoryIdentifier)
+                respond(Self.expiredAnswer(answer))
             case .success(.created(let answer)):
                 respond(.json(202, answer))
+            case .success(.replayed(let answer)) where Self.isExpired(answer):
+                respond(Self.expiredAnswer(answer, headers: ["Idempotent-Replayed": "true"]))
             case .success(.replayed(let answer)):
                 respond(.json(200, answer, headers: ["Idempotent-Replayed": "true"]))
             case .failure(let error):
                 respond(errors.response(for: error, request: request))
             }
         }
+    }
+
+    /// Whether a stored answer is that of a reply that came too late (outcome `expired`).
+    static func isExpired(_ answer: JSONValue) -> Bool {
+        answer.objectValue?["outcome"]?.stringValue == Outcome.expired.rawValue
+    }
+
+    /// The `410 Gone` a late reply gets, first and on every replay: problem+json with the stored
+    /// response's id, the limit and the reply's age.
+    static func expiredAnswer(_ answer: JSONValue, headers: HTTPHeaders = HTTPHeaders()) -> HTTPResponse {
+        let stored = answer.objectValue ?? JSONObject()
+        var problem: JSONObject = [
+            "type": .string("https://actionhook.dev/problems/reply-expired"),
+            "title": .string("Reply expired"),
+            "status": .integer(410),
+            "detail": .string(
+                "The reply is older than its category's or rule's age limit: it was stored as expired and did not act."),
+        ]
+        for member in ["id", "ruleId", "maxReplyAgeSeconds", "ageSeconds"] {
+            if let value = stored[member] { problem[member] = value }
+        }
+        var headers = headers
+        headers.set("Content-Type", "application/problem+json")
+        return HTTPResponse(status: 410, headers: headers, body: JSONValue.object(problem).jsonBytes)
     }
 
     /// Everything ingest decides before the database: key, body, limits, rules.
@@ -53,13 +82,32 @@ extension APIContext {
             decision: try decide(response, appID: principal.appID))
     }
 
-    /// The first matching rule and the subject; handler checks (a comment's text) throw 422.
-    func decide(_ response: NotificationResponse, appID: String) throws -> IngestDecision {
+    /// The first matching rule, the subject and the age limit; handler checks (a comment's text), a
+    /// `respondedAt` in the future and a missing one that the age limit requires throw 422.
+    func decide(_ response: NotificationResponse, appID: String, now: Date = Date()) throws -> IngestDecision {
         let set = try ruleSet(appID: appID)
         let category = response.categoryIdentifier.flatMap { set.categories[$0] }
+        if let respondedAt = response.respondedAt,
+            respondedAt.timeIntervalSince(now) > Double(clockSkewSeconds)
+        {
+            throw ValidationFailure.invalid([
+                FieldError(
+                    pointer: "/respondedAt",
+                    detail: "must not be later than the server's clock by more than \(clockSkewSeconds) seconds")
+            ])
+        }
         let rule = RuleEngine.firstMatch(for: response, in: set.rules)
+        let ageLimit = ReplyAgeLimit.resolve(rule: rule, category: category)
+        if ageLimit.requireRespondedAt && response.respondedAt == nil {
+            throw ValidationFailure.invalid([
+                FieldError(
+                    pointer: "/respondedAt",
+                    detail: "is required: replies to this category or rule have an age limit, judged from respondedAt")
+            ])
+        }
         if let rule { try RuleEngine.check(rule.handler, response: response) }
-        return IngestDecision(rule: rule, subject: RuleEngine.subject(of: response, category: category))
+        return IngestDecision(
+            rule: rule, subject: RuleEngine.subject(of: response, category: category), ageLimit: ageLimit)
     }
 
     /// The `Idempotency-Key` header, else the body's `responseId`, else a fresh key (no deduplication).

@@ -64,10 +64,14 @@ extension APIContext {
     /// Runs an ingest body through the app's rules without storing anything.
     func dryRun(_ request: HTTPRequest, appID: String) throws -> HTTPResponse {
         let response = try NotificationResponse.decode(try request.jsonBody(), limits: limits)
-        let decision = try decide(response, appID: appID)
-        let outcome = RuleEngine.outcome(of: decision.rule?.handler)
+        let now = Date()
+        let decision = try decide(response, appID: appID, now: now)
+        // Judged against the server's clock now, as ingest judges it against the database's.
+        let age = ReplyAgeLimit.age(respondedAt: response.respondedAt, receivedAt: now)
+        let expired = decision.ageLimit.isExpired(age: age)
+        let outcome = expired ? .expired : RuleEngine.outcome(of: decision.rule?.handler)
         var planned: [PlannedFollowUp] = []
-        if let rule = decision.rule {
+        if let rule = decision.rule, !expired {
             planned = RuleEngine.plan(
                 rule, response: response, responseID: UUID(), receivedAt: Date(), subject: decision.subject,
                 outcome: outcome)
@@ -84,6 +88,8 @@ extension APIContext {
                 "ruleId": decision.rule.map { .string($0.id) } ?? .null,
                 "outcome": .string(outcome.rawValue),
                 "subject": decision.subject.map(JSONValue.string) ?? .null,
+                "maxReplyAgeSeconds": decision.ageLimit.maxAgeSeconds.map(JSONValue.integer) ?? .null,
+                "ageSeconds": age.map { .number(String(($0 * 1000).rounded() / 1000)) } ?? .null,
                 "followUps": .array(
                     planned.map {
                         .object([
