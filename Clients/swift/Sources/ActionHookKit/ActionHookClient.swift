@@ -153,6 +153,9 @@ public final class ActionHookClient: Sendable {
         var reply = reply
         if reply.deviceToken == nil { reply.deviceToken = deviceToken }
         let entry = try queue.append(reply)
+        // The cap holds as soon as a reply is added, not only when the send loop next looks: during a
+        // long Retry-After the folder would otherwise grow past it.
+        courier.trimToCap()
         courier.kick()
         return entry
     }
@@ -253,6 +256,8 @@ final class Courier: Sendable {
         /// Cancelled by `kick()` to try again early; nil while the server asked to wait (`Retry-After`, 5xx).
         var interruptibleWait: Task<Void, Error>?
         var attempts: [String: Int] = [:]
+        /// The reply being sent now; the cap never drops it (it may already be stored).
+        var sending: String?
     }
 
     init(
@@ -268,6 +273,18 @@ final class Courier: Sendable {
 
     func report(_ event: ActionHookEvent) {
         onEvent(event)
+    }
+
+    /// Drops the oldest replies, reported as `.queueFull`, while the queue holds more than the cap; the
+    /// reply being sent is kept.
+    func trimToCap() {
+        var entries = queue.entries()
+        let sending = loop.withLock { $0.sending }
+        entries.removeAll { $0.reply.responseId == sending }
+        let keep = configuration.maxQueuedReplies - (sending == nil ? 0 : 1)
+        while entries.count > max(0, keep) {
+            drop(entries.removeFirst(), .queueFull)
+        }
     }
 
     /// Starts the loop, or cuts short a wait that followed a network error (the app is active again).
@@ -319,7 +336,9 @@ final class Courier: Sendable {
     private func pass() async -> Pass {
         while true {
             guard let entry = nextEntry() else { return .empty }
+            loop.withLock { $0.sending = entry.reply.responseId }
             let outcome = await send(entry.reply)
+            loop.withLock { $0.sending = nil }
             switch outcome {
             case .delivered(let status):
                 queue.remove(entry)

@@ -134,6 +134,25 @@ struct QueueTests {
         #expect(events.all.contains(.dropped(responseId: replies[1].responseId, reason: .queueFull)))
     }
 
+    @Test("the cap holds when a reply is queued, even while the loop waits out a long Retry-After")
+    func countCapOnEnqueue() async throws {
+        let events = EventLog()
+        let folder = temporaryFolder()
+        // The server asks for an hour's pause: nothing is sent meanwhile, and the cap must still hold.
+        let client = try makeClient(
+            ScriptedServer([.status(503, headers: ["Retry-After": "3600"])]), folder: folder, events: events,
+            maxQueuedReplies: 2)
+        let replies = (0..<5).map { Self.reply("c\($0)") }
+        for reply in replies { try client.enqueue(reply) }
+        #expect(client.queue.count <= 2)
+        let dropped = events.all.compactMap { event -> String? in
+            if case .dropped(let id, .queueFull) = event { id } else { nil }
+        }
+        #expect(dropped.count >= 3)
+        #expect(!dropped.contains(replies[4].responseId))
+        #expect(client.queue.entries().last?.reply.responseId == replies[4].responseId)
+    }
+
     @Test("a reply queued longer than maxQueueAge is dropped unsent and reported")
     func ageCap() async throws {
         let folder = temporaryFolder()
