@@ -32,6 +32,8 @@ public struct Configuration: Sendable {
     /// How far a reply's `respondedAt` may lie ahead of the server's clock (the device's clock runs
     /// fast) before it is refused with 422, in seconds.
     public var clockSkewSeconds: Int = 300
+    /// How long an idempotency key is kept, in hours; after that the same key is a new request.
+    public var idempotencyTTLHours: Int = 24
     /// Whether this instance runs the delivery worker.
     public var workerEnabled: Bool
     /// How the delivery worker paces itself and retries.
@@ -125,6 +127,7 @@ public struct Configuration: Sendable {
         let deviceRate = try reader.integer("ACTIONHOOK_DEVICE_RATE_LIMIT_PER_SECOND", default: 10, in: 1...10_000_000)
         let ingestBatchMax = try reader.integer("ACTIONHOOK_INGEST_BATCH_MAX", default: 128, in: 1...10_000)
         let clockSkew = try reader.integer("ACTIONHOOK_CLOCK_SKEW_SECONDS", default: 300, in: 0...86_400)
+        let idempotencyTTL = try reader.integer("ACTIONHOOK_IDEMPOTENCY_TTL_HOURS", default: 24, in: 1...8760)
         let workerEnabled = try reader.choice("ACTIONHOOK_WORKER", default: true, choices: ["1": true, "0": false])
         var worker = WorkerConfiguration()
         worker.concurrency = try reader.integer("ACTIONHOOK_WORKER_CONCURRENCY", default: worker.concurrency, in: 1...10_000)
@@ -160,6 +163,7 @@ public struct Configuration: Sendable {
             ingestWriters: ingestWriters, ingestBatchMax: ingestBatchMax, workerEnabled: workerEnabled, worker: worker, webhookTimeoutSeconds: webhookTimeout,
             allowPrivateWebhooks: allowPrivate, apnsURL: apnsURL, apnsCAFile: apnsCAFile)
         configuration.clockSkewSeconds = clockSkew
+        configuration.idempotencyTTLHours = idempotencyTTL
         return configuration
     }
 }

@@ -18,6 +18,7 @@ public final class ActionHookService: Sendable {
     let listener: PostgresListener
     let worker: OutboxWorker?
     let batcher: IngestBatcher
+    let sweeper: IdempotencyKeySweeper
     let webhooks: WebhookSender
     let apns: APNsSender
     /// Every route as `METHOD pattern`, for checking the OpenAPI document against the router.
@@ -62,8 +63,10 @@ public final class ActionHookService: Sendable {
 
         var router = Router()
         OperationsRoutes(pool: pool, metrics: metrics, logger: logger).register(in: &router)
+        let idempotencyWindow = Duration.seconds(configuration.idempotencyTTLHours * 3600)
+        sweeper = IdempotencyKeySweeper(pool: pool, window: idempotencyWindow, logger: logger)
         let batcher = IngestBatcher(
-            writer: IngestWriter(pool: pool), writers: configuration.ingestWriters,
+            writer: IngestWriter(pool: pool, idempotencyWindow: idempotencyWindow), writers: configuration.ingestWriters,
             maxBatch: configuration.ingestBatchMax, observer: metrics.ingestBatchWritten)
         self.batcher = batcher
         let api = APIContext(
@@ -99,6 +102,7 @@ public final class ActionHookService: Sendable {
         listener.start()
         batcher.start()
         worker?.start()
+        sweeper.start()
         try server.start()
     }
 
@@ -106,6 +110,7 @@ public final class ActionHookService: Sendable {
     public func stop() {
         server.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
         batcher.stop()
+        sweeper.stop()
         worker?.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
         listener.stop()
         // Blocking here on a Task would deadlock when the callers of stop() occupy every thread of the

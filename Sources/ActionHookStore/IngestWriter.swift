@@ -80,7 +80,7 @@ struct PlannedResponse {
         if expired {
             outcome = .expired
         } else if let rule = decision.rule {
-            if case .snooze(let delaySeconds, let maxSnoozes) = rule.handler {
+            if case .snooze(let delaySeconds, let maxSnoozes, _) = rule.handler {
                 if previousSnoozes >= maxSnoozes {
                     outcome = .snoozeLimitReached
                 } else {
@@ -133,10 +133,16 @@ struct PlannedResponse {
 /// Times come from the database clock (`now()` is the transaction's start).
 public struct IngestWriter: Sendable {
     let pool: PostgresPool
+    /// How long an idempotency key is kept: a key first stored longer ago than this is a new request.
+    let idempotencyWindow: Duration
+
+    /// The default idempotency window, 24 hours (as Stripe keeps keys).
+    public static let defaultIdempotencyWindow = Duration.seconds(24 * 3600)
 
     /// Creates the writer over a pool.
-    public init(pool: PostgresPool) {
+    public init(pool: PostgresPool, idempotencyWindow: Duration = IngestWriter.defaultIdempotencyWindow) {
         self.pool = pool
+        self.idempotencyWindow = idempotencyWindow
     }
 
     /// Stores one response and its follow-ups in one transaction.
@@ -288,11 +294,18 @@ public struct IngestWriter: Sendable {
 
         var entries: [(IngestItem, PlannedResponse)] = []
         var snoozesInBatch: [String: Int] = [:]
+        // Keys stored before the window: their old responses give the key up, and the request is new.
+        var expiredKeys: (apps: [String], keys: [String]) = ([], [])
+        let windowStart = receivedAt.addingTimeInterval(-Double(idempotencyWindow.components.seconds))
         for index in locked {
             let item = items[index]
             if let row = stored[item.lockKey] {
-                results[index] = Result { try Self.replay(item, row: row) }
-                continue
+                if try row.decode("received_at", as: Date.self) >= windowStart {
+                    results[index] = Result { try Self.replay(item, row: row) }
+                    continue
+                }
+                expiredKeys.apps.append(item.appID)
+                expiredKeys.keys.append(item.idempotencyKey)
             }
             var previous = 0
             if case .snooze? = item.decision.rule?.handler, let key = item.snoozeKey {
@@ -303,7 +316,17 @@ public struct IngestWriter: Sendable {
             entries.append((item, plan))
             results[index] = .success(.created(plan.answer))
         }
-        return (results.map { $0! }, Batch(entries: entries, pendingSnoozes: pendingSnoozes).statements)
+        var statements = Batch(entries: entries, pendingSnoozes: pendingSnoozes).statements
+        if !expiredKeys.apps.isEmpty {
+            // Before the insert that reuses them; the key's advisory lock keeps other writers out.
+            statements.insert(
+                """
+                UPDATE responses r SET idempotency_key = NULL
+                FROM unnest(\(expiredKeys.apps)::text[], \(expiredKeys.keys)::text[]) AS k(app_id, idempotency_key)
+                WHERE r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
+                """, at: 0)
+        }
+        return (results.map { $0! }, statements)
     }
 
     /// Settings for the rest of the ingest transaction, so that its lookups can stay prepared with
@@ -333,7 +356,7 @@ public struct IngestWriter: Sendable {
     /// of the app for each key.
     static func storedResponses(apps: [String], keys: [String]) -> PostgresQuery {
         """
-        SELECT r.app_id, r.idempotency_key, r.request_hash, r.answer
+        SELECT r.app_id, r.idempotency_key, r.request_hash, r.answer, r.received_at
         FROM unnest(\(apps)::text[], \(keys)::text[]) AS k(app_id, idempotency_key)
         JOIN responses r ON r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
         """

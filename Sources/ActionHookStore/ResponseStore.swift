@@ -16,12 +16,15 @@ public struct ResponseFilter: Sendable {
     public var since: Date?
     /// Received before.
     public var until: Date?
+    /// Only responses from this device token.
+    public var deviceToken: String?
 
     /// Creates a filter; `nil` members filter nothing.
     public init(
         subject: String? = nil, action: String? = nil, category: String? = nil, outcome: Outcome? = nil,
-        since: Date? = nil, until: Date? = nil
+        since: Date? = nil, until: Date? = nil, deviceToken: String? = nil
     ) {
+        self.deviceToken = deviceToken
         self.subject = subject
         self.action = action
         self.category = category
@@ -56,6 +59,7 @@ public struct ResponseStore: Sendable {
                     AND (\(filter.outcome?.rawValue)::text IS NULL OR outcome = \(filter.outcome?.rawValue))
                     AND (\(filter.since)::timestamptz IS NULL OR received_at >= \(filter.since))
                     AND (\(filter.until)::timestamptz IS NULL OR received_at < \(filter.until))
+                    AND (\(filter.deviceToken)::text IS NULL OR device_token = \(filter.deviceToken))
                     AND (\(afterTime)::timestamptz IS NULL OR (received_at, id) < (\(afterTime)::timestamptz, \(afterID)::uuid))
                 ORDER BY received_at DESC, id DESC
                 LIMIT \(page.limit + 1)
@@ -78,32 +82,95 @@ public struct ResponseStore: Sendable {
         }
     }
 
-    /// The current decision per device for a subject (empty when there is none): the newest
-    /// `accepted` or `declined` response by decision time (`respondedAt`, else when it was received);
-    /// of two with the same time, the one stored later.
-    public func decisions(appID: String, subject: String) throws -> [JSONValue] {
+    /// The current decision per category and device for a subject (empty when there is none): the
+    /// newest `accepted` or `declined` response by decision time (`respondedAt`, else when it was
+    /// received); of two with the same time, the one stored later. A subject value names different
+    /// things in different categories (invite 42, task 42), so each category keeps its own decision;
+    /// `category` narrows the answer to one.
+    public func decisions(appID: String, subject: String, category: String? = nil) throws -> [JSONValue] {
         try pool.withConnection { connection in
             try connection.query(
                 """
-                SELECT device_token, outcome, response_id, decided_at FROM (
-                    SELECT DISTINCT ON (coalesce(device_token, '')) device_token, outcome, id AS response_id,
+                SELECT category_identifier, device_token, outcome, response_id, decided_at FROM (
+                    SELECT DISTINCT ON (coalesce(category_identifier, ''), coalesce(device_token, ''))
+                        category_identifier, device_token, outcome, id AS response_id,
                         coalesce(responded_at, received_at) AS decided_at
                     FROM responses
                     WHERE app_id = \(appID) AND subject = \(subject) AND outcome IN ('accepted', 'declined')
-                    ORDER BY coalesce(device_token, ''), coalesce(responded_at, received_at) DESC, received_at DESC,
-                        id DESC
+                        AND (\(category)::text IS NULL OR category_identifier = \(category))
+                    ORDER BY coalesce(category_identifier, ''), coalesce(device_token, ''),
+                        coalesce(responded_at, received_at) DESC, received_at DESC, id DESC
                 ) AS latest
-                ORDER BY decided_at DESC, coalesce(device_token, '')
+                ORDER BY decided_at DESC, coalesce(category_identifier, ''), coalesce(device_token, '')
                 """
             ).map { row in
                 let token = try row.decode("device_token", as: String?.self)
+                let categoryIdentifier = try row.decode("category_identifier", as: String?.self)
                 return .object([
+                    "category": categoryIdentifier.map(JSONValue.string) ?? .null,
                     "deviceToken": token.map(JSONValue.string) ?? .null,
                     "outcome": .string(try row.decode("outcome")),
                     "responseId": .string(try row.decode("response_id", as: UUID.self).lowercasedString),
                     "decidedAt": .string(Timestamp.format(try row.decode("decided_at"))),
                 ])
             }
+        }
+    }
+
+    /// Whose replies an erasure removes.
+    public enum ErasureScope: Sendable {
+        /// Every response about this subject.
+        case subject(String)
+        /// Every response from this device token.
+        case device(String)
+    }
+
+    /// Erases what people wrote and sent from the responses in `scope`, in one transaction: their
+    /// `userText` and `userInfo` (and, for a device, its token and what APNs said of it) are cleared, their follow-ups' rendered
+    /// payloads (which may quote them) emptied, and follow-ups not yet finished (pending, retrying,
+    /// running or dead) cancelled, so nothing erased is sent later. The rows stay, so counts by
+    /// outcome, action and time remain. A delivery in flight at that moment may still arrive; its
+    /// worker's result is fenced out by the cancellation.
+    ///
+    /// Reads the app's responses through the subject index, or, for a device, all of them: erasure
+    /// is rare, and an index on device tokens would cost every ingest. Nothing stored in `scope`: (0, 0),
+    /// and nothing is changed.
+    public func erase(appID: String, _ scope: ErasureScope) throws -> (responses: Int, followUpsCancelled: Int) {
+        var subject: String?
+        var device: String?
+        switch scope {
+        case .subject(let value): subject = value
+        case .device(let value): device = value
+        }
+        return try pool.transaction { connection in
+            let erased = try connection.query(
+                """
+                UPDATE responses SET user_text = NULL, user_info = '{}'::jsonb,
+                    device_token = CASE WHEN \(device)::text IS NULL THEN device_token END
+                WHERE app_id = \(appID)
+                    AND ((\(subject)::text IS NOT NULL AND subject = \(subject))
+                        OR (\(device)::text IS NOT NULL AND device_token = \(device)))
+                RETURNING id
+                """
+            ).map { try $0.decode("id", as: UUID.self) }
+            guard !erased.isEmpty else { return (0, 0) }
+            if let device {
+                // What APNs said of the token goes too: the token itself is the device's data.
+                _ = try connection.execute("DELETE FROM devices WHERE app_id = \(appID) AND token = \(device)")
+            }
+            let cancelled = try connection.execute(
+                """
+                UPDATE followups SET status = 'cancelled', lease_until = NULL, updated_at = now()
+                WHERE app_id = \(appID) AND response_id = ANY(\(erased)::uuid[])
+                    AND status IN ('pending', 'retrying', 'running', 'dead')
+                """)
+            _ = try connection.execute(
+                """
+                UPDATE followups SET payload = '{}'::jsonb,
+                    device_token = CASE WHEN \(device)::text IS NULL THEN device_token END
+                WHERE app_id = \(appID) AND response_id = ANY(\(erased)::uuid[])
+                """)
+            return (erased.count, cancelled)
         }
     }
 

@@ -23,7 +23,7 @@ struct TenantIsolationTests {
         // B's object ids by path parameter; more than one id means every one of them is tried.
         let bIDs: [String: [String]] = [
             "keyId": [b.keyID, b.extraKeyID], "category": [b.category], "rule": [b.rule],
-            "responseId": [b.responseID], "subject": [b.subject],
+            "responseId": [b.responseID], "subject": [b.subject], "deviceToken": [Isolation.deviceToken("\(b.app)-1")],
             "followUpId": [b.pendingFollowUpID, b.deadFollowUpID],
         ]
         var covered = Set<String>()
@@ -216,7 +216,7 @@ struct TenantIsolationTests {
         let aBefore = try Isolation.snapshot(api, app: a.app)
         let values: [String: [String]] = [
             "keyId": [a.keyID], "category": [a.category], "rule": [a.rule], "responseId": [a.responseID],
-            "subject": [a.subject], "followUpId": [a.deadFollowUpID],
+            "subject": [a.subject], "followUpId": [a.deadFollowUpID], "deviceToken": [Isolation.deviceToken("\(a.app)-1")],
         ]
         let routes = Isolation.appRoutes(api)
         #expect(routes.count >= 15, "app routes: \(routes.map(\.description))")
@@ -434,6 +434,11 @@ private enum Isolation: ResponseHelpers {
                 return Call(path: app + "/responses/\(tenant.responseID)", body: nil, expected: 200)
             case ("GET", "/v1/apps/{app}/subjects/{subject}"):
                 return Call(path: app + "/subjects/\(tenant.subject)", body: nil, expected: 200)
+            case ("DELETE", "/v1/apps/{app}/subjects/{subject}"):
+                // The shared subject's reply: the pending follow-up cancelled below belongs to the other one.
+                return Call(path: app + "/subjects/ev-shared", body: nil, expected: 200)
+            case ("DELETE", "/v1/apps/{app}/devices/{deviceToken}"):
+                return Call(path: app + "/devices/\(Isolation.deviceToken("\(tenant.app)-2"))", body: nil, expected: 200)
             case ("GET", "/v1/apps/{app}/followups"):
                 return Call(path: app + "/followups?status=pending", body: nil, expected: 200)
             case ("POST", "/v1/apps/{app}/followups/{followUpId}/retry"):

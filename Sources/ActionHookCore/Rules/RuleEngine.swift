@@ -49,8 +49,26 @@ public enum RuleEngine {
     }
 
     /// The checks a handler makes on the response: `comment` needs non-blank `userText` of at most
-    /// `maxLength` characters, else a 422 at `/userText`. Other handlers accept any response.
+    /// `maxLength` characters, else a 422 at `/userText`; `snooze` needs `notificationIdentifier` and
+    /// `deviceToken` (each a 422 at its pointer) unless the handler's `allowMissing` names it. Other
+    /// handlers accept any response.
     public static func check(_ handler: RuleHandler, response: NotificationResponse) throws(ValidationFailure) {
+        if case .snooze(_, _, let allowMissing) = handler {
+            var missing: [FieldError] = []
+            if response.notificationIdentifier == nil && !allowMissing.contains("notificationIdentifier") {
+                missing.append(
+                    FieldError(
+                        pointer: "/notificationIdentifier",
+                        detail: "is required for a snooze: maxSnoozes is counted and later answers cancel it per notification"))
+            }
+            if response.deviceToken == nil && !allowMissing.contains("deviceToken") {
+                missing.append(
+                    FieldError(
+                        pointer: "/deviceToken", detail: "is required for a snooze: the notification is sent again to this device"))
+            }
+            if !missing.isEmpty { throw .invalid(missing) }
+            return
+        }
         guard case .comment(let maxLength) = handler else { return }
         guard let text = response.userText, !text.isBlank else {
             throw .invalid([FieldError(pointer: "/userText", detail: "must not be empty for this action")])

@@ -5,7 +5,11 @@ public enum RuleHandler: Sendable, Equatable {
     /// Records a refusal of the subject.
     case decline
     /// Sends the notification again after `delaySeconds`, at most `maxSnoozes` times per notification.
-    case snooze(delaySeconds: Int, maxSnoozes: Int)
+    ///
+    /// A snooze needs the reply's `notificationIdentifier` (to count and cancel snoozes) and its
+    /// `deviceToken` (to send the notification again); a reply without them is refused (422) unless
+    /// the field is in `allowMissing`.
+    case snooze(delaySeconds: Int, maxSnoozes: Int, allowMissing: Set<String> = [])
     /// Stores non-blank `userText` of at most `maxLength` characters.
     case comment(maxLength: Int)
     /// Stores the response only.
@@ -21,6 +25,8 @@ public enum RuleHandler: Sendable, Equatable {
     static let snoozeDelayRange = 1...2_592_000
     static let maxSnoozesRange = 1...100
     static let commentLengthRange = 1...4000
+    /// The reply fields a snooze needs, which `allowMissing` may name.
+    public static let snoozeFields = ["deviceToken", "notificationIdentifier"]
 
     /// `{"type": …}` with the handler's settings: the shape the API accepts.
     public var json: JSONValue {
@@ -28,10 +34,17 @@ public enum RuleHandler: Sendable, Equatable {
         case .accept: .object(["type": .string("accept")])
         case .decline: .object(["type": .string("decline")])
         case .record: .object(["type": .string("record")])
-        case .snooze(let delaySeconds, let maxSnoozes):
-            .object([
-                "type": .string("snooze"), "delaySeconds": .integer(delaySeconds), "maxSnoozes": .integer(maxSnoozes),
-            ])
+        case .snooze(let delaySeconds, let maxSnoozes, let allowMissing):
+            allowMissing.isEmpty
+                ? .object([
+                    "type": .string("snooze"), "delaySeconds": .integer(delaySeconds),
+                    "maxSnoozes": .integer(maxSnoozes),
+                ])
+                : .object([
+                    "type": .string("snooze"), "delaySeconds": .integer(delaySeconds),
+                    "maxSnoozes": .integer(maxSnoozes),
+                    "allowMissing": .array(allowMissing.sorted().map(JSONValue.string)),
+                ])
         case .comment(let maxLength):
             .object(["type": .string("comment"), "maxLength": .integer(maxLength)])
         }
@@ -48,8 +61,15 @@ public enum RuleHandler: Sendable, Equatable {
         case "snooze":
             let delay = reader.integer("delaySeconds", in: snoozeDelayRange, &diagnostics)
             let maxSnoozes = reader.integer("maxSnoozes", in: maxSnoozesRange, &diagnostics)
+            let allowMissing = reader.strings("allowMissing", &diagnostics) ?? []
+            for (index, field) in allowMissing.enumerated() where !snoozeFields.contains(field) {
+                diagnostics.invalid(
+                    JSONPointer.appending(index, to: reader.pointer("allowMissing")),
+                    "must be one of " + snoozeFields.joined(separator: ", "))
+            }
             handler = .snooze(
-                delaySeconds: delay ?? defaultSnoozeDelay, maxSnoozes: maxSnoozes ?? defaultMaxSnoozes)
+                delaySeconds: delay ?? defaultSnoozeDelay, maxSnoozes: maxSnoozes ?? defaultMaxSnoozes,
+                allowMissing: Set(allowMissing))
         case "comment":
             let maxLength = reader.integer("maxLength", in: commentLengthRange, &diagnostics)
             handler = .comment(maxLength: maxLength ?? defaultCommentLength)

@@ -24,6 +24,7 @@ struct APIContext: Sendable {
     /// How far `respondedAt` may lie ahead of the server's clock.
     let clockSkewSeconds: Int
     let metrics: ServiceMetrics
+    let logger: Logger
 
     init(
         pool: PostgresPool, configuration: Configuration, cache: AppCache, batcher: IngestBatcher,
@@ -31,6 +32,7 @@ struct APIContext: Sendable {
     ) {
         self.batcher = batcher
         self.metrics = metrics
+        self.logger = logger
         clockSkewSeconds = configuration.clockSkewSeconds
         apps = AppStore(pool: pool)
         categories = CategoryStore(pool: pool)

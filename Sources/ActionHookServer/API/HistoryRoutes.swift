@@ -16,7 +16,12 @@ extension APIContext {
             let filter = ResponseFilter(
                 subject: request.queryValue("subject"), action: request.queryValue("action"),
                 category: request.queryValue("category"), outcome: outcome, since: try request.timeQuery("since"),
-                until: try request.timeQuery("until"))
+                until: try request.timeQuery("until"), deviceToken: request.queryValue("deviceToken"))
+            switch request.queryValue("format") {
+            case nil, "json"?: break
+            case "ndjson"?: return try export(appID: appID, filter: filter, request: request)
+            default: throw APIError.badRequest("The format query parameter must be json or ndjson.")
+            }
             let paging = try request.pageRequest()
             let page = try responses.list(
                 appID: appID, filter: filter, PageRequest(limit: paging.limit, cursor: paging.cursor))
@@ -32,9 +37,16 @@ extension APIContext {
         })
         router.add(.get, "/v1/apps/{app}/subjects/{subject}", appAdmin { request, appID in
             let subject = request.parameter("subject")
-            let decisions = try responses.decisions(appID: appID, subject: subject)
+            let category = request.queryValue("category").flatMap { $0.isEmpty ? nil : $0 }
+            let decisions = try responses.decisions(appID: appID, subject: subject, category: category)
             guard !decisions.isEmpty else { throw APIError.notFound("decision for this subject") }
             return .json(200, .object(["subject": .string(subject), "decisions": .array(decisions)]))
+        })
+        router.add(.delete, "/v1/apps/{app}/subjects/{subject}", appAdmin { request, appID in
+            try erase(appID: appID, .subject(request.parameter("subject")), request: request)
+        })
+        router.add(.delete, "/v1/apps/{app}/devices/{deviceToken}", appAdmin { request, appID in
+            try erase(appID: appID, .device(request.parameter("deviceToken")), request: request)
         })
         router.add(.get, "/v1/apps/{app}/followups", appAdmin { request, appID in
             var status: FollowUpStatus?
@@ -58,5 +70,52 @@ extension APIContext {
             let id = try request.uuidParameter("followUpId", what: "follow-up")
             return .json(200, try followUps.cancel(appID: appID, id: id))
         })
+    }
+
+    /// Everything stored for one subject or device, oldest page last, as NDJSON: one stored response
+    /// (the history's shape) per line. Audited in the log by count, never by content.
+    func export(appID: String, filter: ResponseFilter, request: HTTPRequest) throws -> HTTPResponse {
+        guard filter.subject != nil || filter.deviceToken != nil else {
+            throw APIError.badRequest("An NDJSON export needs a subject or deviceToken query parameter.")
+        }
+        var body: [UInt8] = []
+        var cursor: String?
+        var count = 0
+        repeat {
+            let page = try responses.list(appID: appID, filter: filter, PageRequest(limit: 500, cursor: cursor))
+            for item in page.items {
+                body += item.json.jsonBytes
+                body.append(UInt8(ascii: "\n"))
+            }
+            count += page.items.count
+            cursor = page.nextCursor
+        } while cursor != nil
+        logger.notice(
+            "exported stored replies",
+            metadata: [
+                "app": "\(appID)", "by": "\(filter.subject != nil ? "subject" : "device")", "responses": "\(count)",
+                "request_id": "\(request.requestID)",
+            ])
+        return HTTPResponse(status: 200, headers: ["Content-Type": "application/x-ndjson"], body: body)
+    }
+
+    /// Erases the user text and `userInfo` of one subject's or device's replies and cancels what they
+    /// would still send. Audited in the log by count, never by content or by the subject or token.
+    func erase(appID: String, _ scope: ResponseStore.ErasureScope, request: HTTPRequest) throws -> HTTPResponse {
+        let (erased, cancelled) = try responses.erase(appID: appID, scope)
+        let kind: String
+        switch scope {
+        case .subject: kind = "subject"
+        case .device: kind = "device"
+        }
+        // As for any object of another app: nothing stored here about it is a 404.
+        guard erased > 0 else { throw APIError.notFound("stored reply for this \(kind)") }
+        logger.notice(
+            "erased stored replies",
+            metadata: [
+                "app": "\(appID)", "by": "\(kind)", "responses": "\(erased)", "follow_ups_cancelled": "\(cancelled)",
+                "request_id": "\(request.requestID)",
+            ])
+        return .json(200, .object(["responses": .integer(erased), "followUpsCancelled": .integer(cancelled)]))
     }
 }

@@ -75,7 +75,7 @@ extension APIContext {
             planned = RuleEngine.plan(
                 rule, response: response, responseID: UUID(), receivedAt: Date(), subject: decision.subject,
                 outcome: outcome)
-            if case .snooze(let delaySeconds, _) = rule.handler,
+            if case .snooze(let delaySeconds, _, _) = rule.handler,
                 let redelivery = RuleEngine.snoozeRedelivery(of: response, delaySeconds: delaySeconds)
             {
                 planned.append(redelivery)
