@@ -84,6 +84,7 @@ let package = Package(
             dependencies: [
                 "ActionHookCore",
                 "ActionHookStore",
+                "Postgres",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]

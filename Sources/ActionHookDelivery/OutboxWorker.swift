@@ -2,6 +2,7 @@ import ActionHookCore
 import ActionHookStore
 import Foundation
 import Logging
+import Postgres
 
 /// Receives delivery events, for metrics.
 public protocol DeliveryObserver: Sendable {
@@ -61,6 +62,9 @@ public final class OutboxWorker: @unchecked Sendable {
     private var gracePeriod: Duration = .seconds(10)
     private var inFlight: [UUID: ClaimedFollowUp] = [:]
     private var completions: [Completion] = []
+    /// Finished attempts whose recording failed because the database did not answer, kept to be
+    /// recorded again while their leases last (touched by the worker thread only).
+    private var unrecorded: [(attempt: FinishedAttempt, label: String, completion: Completion)] = []
     private var thread: Thread?
     private let finished = DispatchSemaphore(value: 0)
     private var appSettings: [String: (app: StoredApp?, loadedAt: ContinuousClock.Instant)] = [:]
@@ -305,26 +309,41 @@ public final class OutboxWorker: @unchecked Sendable {
     /// Stores the ends of finished attempts, all in one statement (fenced per row), after their side
     /// effects (a dead device, a gone endpoint); runs on the worker thread.
     private func record(_ completions: [Completion]) {
-        guard !completions.isEmpty else { return }
-        var labels: [String] = []
-        var attempts: [FinishedAttempt] = []
+        var batch = unrecorded
+        unrecorded = []
         for completion in completions {
             let (result, label) = attemptResult(completion)
-            labels.append(label)
-            attempts.append(
-                FinishedAttempt(
-                    claim: completion.claim, result: result, startedAt: completion.startedAt,
-                    duration: completion.duration))
+            batch.append(
+                (
+                    FinishedAttempt(
+                        claim: completion.claim, result: result, startedAt: completion.startedAt,
+                        duration: completion.duration), label, completion
+                ))
         }
+        guard !batch.isEmpty else { return }
         let recorded: Set<UUID>?
         do {
-            recorded = try outbox.finish(attempts)
+            recorded = try outbox.finish(batch.map(\.attempt))
         } catch {
-            // The leases will expire and the follow-ups will be tried again: at least once.
-            logger.warning("could not record attempts", metadata: ["error": "\(error)", "count": "\(attempts.count)"])
+            logger.warning("could not record attempts", metadata: ["error": "\(error)", "count": "\(batch.count)"])
+            if let error = error as? PostgresError,
+                error.isConnectionError || error.kind == .timedOut || error.kind == .poolTimeout
+            {
+                // The database is away: keep them and record them when it answers again, as long as
+                // their leases last (fenced per row, so a late record changes nothing it should not).
+                // Past the lease, the sweep hands them out again: at least once either way.
+                let now = Date()
+                unrecorded = batch.filter {
+                    now.timeIntervalSince($0.completion.startedAt) < Double(configuration.leaseSeconds)
+                }
+                if unrecorded.count == batch.count { return }
+            }
             recorded = nil
         }
-        for (completion, var label) in zip(completions, labels) {
+        // Kept ones are counted once, when they are recorded in the end.
+        let kept = Set(unrecorded.map(\.completion.claim.id))
+        for (_, label, completion) in batch where !kept.contains(completion.claim.id) {
+            var label = label
             let claim = completion.claim
             if let recorded, !recorded.contains(claim.id) {
                 label = "lease_lost"

@@ -34,6 +34,9 @@ public struct Configuration: Sendable {
     public var clockSkewSeconds: Int = 300
     /// How long an idempotency key is kept, in hours; after that the same key is a new request.
     public var idempotencyTTLHours: Int = 24
+    /// The longest an ingest request waits for its transaction before it is answered 503 with
+    /// `Retry-After` (the database is stopped or unreachable), in milliseconds; `nil`: no bound.
+    public var ingestDeadlineMilliseconds: Int?
     /// Whether this instance runs the delivery worker.
     public var workerEnabled: Bool
     /// How the delivery worker paces itself and retries.
@@ -59,8 +62,10 @@ public struct Configuration: Sendable {
         poolSize: Int? = nil, adminToken: String? = nil, logLevel: Logger.Level = .info, logFormat: LogFormat = .text,
         shutdownGraceSeconds: Int = 10, rateLimitPerSecond: Int = 1000, deviceRateLimitPerSecond: Int = 10,
         ingestWriters: Int = 2, ingestBatchMax: Int = 128, workerEnabled: Bool = true, worker: WorkerConfiguration = WorkerConfiguration(), webhookTimeoutSeconds: Int = 10,
-        allowPrivateWebhooks: Bool = false, apnsURL: String? = nil, apnsCAFile: String? = nil
+        allowPrivateWebhooks: Bool = false, apnsURL: String? = nil, apnsCAFile: String? = nil,
+        ingestDeadlineMilliseconds: Int? = nil
     ) {
+        self.ingestDeadlineMilliseconds = ingestDeadlineMilliseconds
         self.workerEnabled = workerEnabled
         self.ingestWriters = ingestWriters
         self.ingestBatchMax = ingestBatchMax
@@ -108,6 +113,9 @@ public struct Configuration: Sendable {
         database.statementTimeoutMilliseconds = try reader.integer(
             "ACTIONHOOK_DB_STATEMENT_TIMEOUT_MS", default: database.statementTimeoutMilliseconds ?? 5000,
             in: 1...3_600_000)
+        database.responseDeadlineMilliseconds = try reader.integer(
+            "ACTIONHOOK_DB_DEADLINE_MS", default: 1000, in: 100...3_600_000)
+        let ingestDeadline = try reader.integer("ACTIONHOOK_INGEST_DEADLINE_MS", default: 1500, in: 100...3_600_000)
         let ingestWriters = try reader.integer("ACTIONHOOK_INGEST_WRITERS", default: 2, in: 1...64)
         let poolSize = try reader.integer(
             "ACTIONHOOK_DB_POOL_SIZE", default: Self.defaultPoolSize(httpThreads: http.threads, ingestWriters: ingestWriters),
@@ -161,7 +169,8 @@ public struct Configuration: Sendable {
             http: http, database: database, poolSize: poolSize, adminToken: token, logLevel: level, logFormat: format,
             shutdownGraceSeconds: grace, rateLimitPerSecond: rate, deviceRateLimitPerSecond: deviceRate,
             ingestWriters: ingestWriters, ingestBatchMax: ingestBatchMax, workerEnabled: workerEnabled, worker: worker, webhookTimeoutSeconds: webhookTimeout,
-            allowPrivateWebhooks: allowPrivate, apnsURL: apnsURL, apnsCAFile: apnsCAFile)
+            allowPrivateWebhooks: allowPrivate, apnsURL: apnsURL, apnsCAFile: apnsCAFile,
+            ingestDeadlineMilliseconds: ingestDeadline)
         configuration.clockSkewSeconds = clockSkew
         configuration.idempotencyTTLHours = idempotencyTTL
         return configuration

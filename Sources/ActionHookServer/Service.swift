@@ -30,8 +30,10 @@ public final class ActionHookService: Sendable {
         self.logger = logger
         let metrics = ServiceMetrics()
         self.metrics = metrics
+        // With a response deadline, a caller waits for a free connection no longer than for an answer.
         let pool = PostgresPool(
-            configuration: configuration.database, size: configuration.poolSize, logger: logger)
+            configuration: configuration.database, size: configuration.poolSize,
+            acquireTimeoutMilliseconds: configuration.database.responseDeadlineMilliseconds ?? 2000, logger: logger)
         self.pool = pool
 
         let cache = AppCache()
@@ -67,7 +69,9 @@ public final class ActionHookService: Sendable {
         sweeper = IdempotencyKeySweeper(pool: pool, window: idempotencyWindow, logger: logger)
         let batcher = IngestBatcher(
             writer: IngestWriter(pool: pool, idempotencyWindow: idempotencyWindow), writers: configuration.ingestWriters,
-            maxBatch: configuration.ingestBatchMax, observer: metrics.ingestBatchWritten)
+            maxBatch: configuration.ingestBatchMax,
+            answerDeadline: configuration.ingestDeadlineMilliseconds.map { .milliseconds($0) },
+            observer: metrics.ingestBatchWritten)
         self.batcher = batcher
         let api = APIContext(
             pool: pool, configuration: configuration, cache: cache, batcher: batcher, metrics: metrics, logger: logger)
@@ -94,7 +98,13 @@ public final class ActionHookService: Sendable {
     /// Applies pending migrations.
     @discardableResult
     public func migrate() throws -> [Int] {
-        try Migrator(pool: pool, logger: logger).migrate()
+        // A migration may rightly run for minutes (building an index, validating a constraint): it
+        // gets a connection without the response deadline that request paths have.
+        var database = configuration.database
+        database.responseDeadlineMilliseconds = nil
+        let migrationPool = PostgresPool(configuration: database, size: 1, logger: logger)
+        defer { migrationPool.close() }
+        return try Migrator(pool: migrationPool, logger: logger).migrate()
     }
 
     /// Starts serving HTTP.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Group commit for ingest: concurrent responses share one transaction.
 ///
@@ -14,8 +15,13 @@ import Foundation
 /// committing a few (which took a quarter more CPU per response). A writer that has just finished a
 /// batch takes whatever waits, so a slow commit of one writer never holds up the other; under heavy
 /// load the writers work side by side.
+///
+/// With an answer deadline, no request waits longer: one that has waited that long (the database is
+/// stopped or unreachable) is answered ``IngestDeadlinePassed`` at once, taken out of the queue if no
+/// writer has it yet. One a writer already sent may still commit; the client's retry with the same
+/// key then finds it stored, so nothing is lost or doubled.
 public final class IngestBatcher: @unchecked Sendable {
-    // @unchecked: `queue`, `stopping`, `running` and `busy` are only touched with `condition` locked.
+    // @unchecked: `queue`, `writing`, `stopping`, `running` and `busy` are only touched with `condition` locked.
     public typealias Completion = @Sendable (Result<IngestResult, any Error>) -> Void
     /// Told of every batch written: how many responses it held and how long writing it took.
     public typealias BatchObserver = @Sendable (_ size: Int, _ duration: Duration) -> Void
@@ -25,7 +31,11 @@ public final class IngestBatcher: @unchecked Sendable {
     let maxBatch: Int
     let observer: BatchObserver?
     private let condition = NSCondition()
-    private var queue: [(IngestItem, Completion)] = []
+    private var queue: [Waiting] = []
+    /// The batches writers are writing, by writer.
+    private var writing: [Int: [Waiting]] = [:]
+    /// How long a request may wait for its answer; nil: as long as its transaction takes.
+    let answerDeadline: Duration?
     private var stopping = false
     private var running = 0
     private var busy = 0
@@ -37,8 +47,9 @@ public final class IngestBatcher: @unchecked Sendable {
     /// writer starts beside a busy one for `concurrentBatchMinimum` waiting responses (at most `maxBatch`).
     public init(
         writer: IngestWriter, writers: Int, maxBatch: Int, concurrentBatchMinimum: Int = 8,
-        observer: BatchObserver? = nil
+        answerDeadline: Duration? = nil, observer: BatchObserver? = nil
     ) {
+        self.answerDeadline = answerDeadline
         precondition(writers >= 1 && maxBatch >= 1, "a batcher needs a writer and room for one response")
         self.writer = writer
         self.writers = writers
@@ -54,7 +65,7 @@ public final class IngestBatcher: @unchecked Sendable {
         condition.unlock()
         for index in 0..<writers {
             let thread = Thread { [self] in
-                writeLoop()
+                writeLoop(index)
                 condition.lock()
                 running -= 1
                 let last = running == 0
@@ -64,14 +75,20 @@ public final class IngestBatcher: @unchecked Sendable {
             thread.name = "actionhook-ingest-\(index)"
             thread.start()
         }
+        if let answerDeadline {
+            let thread = Thread { [self] in reapLoop(answerDeadline) }
+            thread.name = "actionhook-ingest-deadline"
+            thread.start()
+        }
     }
 
     /// Queues a response; `completion` runs on a writer thread once it is stored (or failed).
     public func submit(_ item: IngestItem, completion: @escaping Completion) {
+        let waiting = Waiting(item, completion, deadline: answerDeadline.map { .now + $0 })
         condition.lock()
         let accepting = !stopping
         if accepting {
-            queue.append((item, completion))
+            queue.append(waiting)
             condition.signal()
         }
         condition.unlock()
@@ -88,7 +105,7 @@ public final class IngestBatcher: @unchecked Sendable {
         if wasRunning { stopped.wait() }
     }
 
-    private func writeLoop() {
+    private func writeLoop(_ index: Int) {
         // A writer that has just written a batch goes on with whatever waits; one that was idle joins
         // a busy writer only for enough responses.
         var continuing = false
@@ -104,23 +121,77 @@ public final class IngestBatcher: @unchecked Sendable {
             }
             let batch = Array(queue.prefix(maxBatch))
             queue.removeFirst(batch.count)
+            writing[index] = batch
             busy += 1
             // Enough others may have arrived meanwhile: let another writer take them.
             if queue.count >= concurrentBatchMinimum { condition.signal() }
             condition.unlock()
 
-            let started = ContinuousClock.now
-            let results = writer.ingest(batch: batch.map(\.0))
-            observer?(batch.count, ContinuousClock.now - started)
-            for ((_, completion), result) in zip(batch, results) { completion(result) }
+            // What was answered while it waited (its deadline passed) is not written.
+            let items = batch.filter { !$0.isAnswered }
+            if !items.isEmpty {
+                let started = ContinuousClock.now
+                let results = writer.ingest(batch: items.map(\.item))
+                observer?(items.count, ContinuousClock.now - started)
+                for (waiting, result) in zip(items, results) { waiting.answer(result) }
+            }
 
             condition.lock()
+            writing[index] = nil
             busy -= 1
             continuing = true
             condition.unlock()
         }
     }
+
+    /// Answers every request whose deadline passed, queued or being written, until the batcher stops.
+    private func reapLoop(_ deadline: Duration) {
+        // Granularity: a tenth of the deadline, so an answer comes at most 10 % late.
+        let tick = deadline / 10
+        while true {
+            // A sleep of its own, not a wait on `condition`: a `signal()` meant for a writer must never
+            // be taken by this thread, or the writer would sleep on with the request unwritten.
+            Thread.sleep(forTimeInterval: Double(tick.components.seconds) + Double(tick.components.attoseconds) / 1e18)
+            condition.lock()
+            if stopping && running == 0 {
+                condition.unlock()
+                return
+            }
+            let now = ContinuousClock.now
+            var late = queue.prefix { $0.deadline.map { $0 <= now } ?? false }
+            queue.removeFirst(late.count)
+            for batch in writing.values {
+                late += batch.filter { !$0.isAnswered && ($0.deadline.map { $0 <= now } ?? false) }
+            }
+            condition.unlock()
+            for waiting in late { waiting.answer(.failure(IngestDeadlinePassed())) }
+        }
+    }
 }
+
+/// A queued request and its answer, given once: by its writer or, past its deadline, by the reaper.
+private final class Waiting: Sendable {
+    let item: IngestItem
+    let deadline: ContinuousClock.Instant?
+    private let completion: IngestBatcher.Completion
+    private let answered = Atomic<Bool>(false)
+
+    init(_ item: IngestItem, _ completion: @escaping IngestBatcher.Completion, deadline: ContinuousClock.Instant?) {
+        self.item = item
+        self.completion = completion
+        self.deadline = deadline
+    }
+
+    var isAnswered: Bool { answered.load(ordering: .acquiring) }
+
+    func answer(_ result: Result<IngestResult, any Error>) {
+        if !answered.exchange(true, ordering: .acquiringAndReleasing) { completion(result) }
+    }
+}
+
+/// The request waited its whole answer deadline: the database did not answer in time. The response
+/// may still be stored; a retry with the same idempotency key finds out.
+public struct IngestDeadlinePassed: Error, Sendable {}
 
 /// The batcher is stopping and takes no more responses.
 public struct IngestBatcherStopped: Error, Sendable {}

@@ -17,6 +17,14 @@ public struct PostgresConfiguration: Sendable {
     /// The `application_name` the server shows in `pg_stat_activity`.
     public var applicationName: String
 
+    /// The longest this client waits for the server: to connect, and for each statement's (or each
+    /// pipeline's) answer, in milliseconds; `nil` waits as long as libpq does (for an answer, forever).
+    ///
+    /// The server's `statement_timeout` cannot help against a server that is stopped or unreachable
+    /// while the TCP connection stays up: nothing answers, and libpq alone would block forever. Past
+    /// the deadline the call throws `.timedOut` and the connection is given up.
+    public var responseDeadlineMilliseconds: Int?
+
     /// Creates a configuration.
     ///
     /// - Parameters:
@@ -24,15 +32,18 @@ public struct PostgresConfiguration: Sendable {
     ///   - connectTimeoutSeconds: libpq's `connect_timeout`.
     ///   - statementTimeoutMilliseconds: The session's `statement_timeout`; `nil` keeps the server's default.
     ///   - applicationName: The `application_name` reported to the server.
+    ///   - responseDeadlineMilliseconds: How long to wait for the server at most; `nil`: as libpq does.
     public init(
         connectionString: String = "",
         connectTimeoutSeconds: Int = 5,
         statementTimeoutMilliseconds: Int? = 5000,
-        applicationName: String = "actionhook"
+        applicationName: String = "actionhook",
+        responseDeadlineMilliseconds: Int? = nil
     ) {
         self.connectionString = connectionString
         self.connectTimeoutSeconds = connectTimeoutSeconds
         self.statementTimeoutMilliseconds = statementTimeoutMilliseconds
         self.applicationName = applicationName
+        self.responseDeadlineMilliseconds = responseDeadlineMilliseconds
     }
 }

@@ -56,19 +56,18 @@ public final class PostgresConnection: @unchecked Sendable {
 
         let pointer = withCStringArray(keywords) { keywordArray in
             withCStringArray(values) { valueArray in
-                PQconnectdbParams(keywordArray, valueArray, 1)
+                PQconnectStartParams(keywordArray, valueArray, 1)
             }
         }
         guard let pointer else {
             throw PostgresError(kind: .connectionFailed, message: "libpq could not allocate a connection")
         }
-        guard PQstatus(pointer) == CONNECTION_OK else {
-            let message = copyErrorMessage(PQerrorMessage(pointer))
+        if let failure = Self.finishConnecting(pointer, configuration: configuration) {
             // libpq: "Note that even if the server connection attempt fails (as indicated by
             // PQstatus), the application should call PQfinish to free the memory used by the
             // PGconn object."
             PQfinish(pointer)
-            throw PostgresError(kind: .connectionFailed, message: message)
+            throw failure
         }
         self.handle = pointer
         self.configuration = configuration
@@ -86,6 +85,88 @@ public final class PostgresConnection: @unchecked Sendable {
 
     deinit {
         PQfinish(handle)
+    }
+
+    /// Drives a connection started with `PQconnectStartParams` to the end, waiting on its socket at
+    /// most the response deadline (else libpq's `connect_timeout`), and returns the failure, if any.
+    ///
+    /// The corresponding C functions are `PQconnectPoll` and `PQsocket`.
+    private static func finishConnecting(_ pointer: OpaquePointer, configuration: PostgresConfiguration) -> PostgresError? {
+        let milliseconds = min(
+            configuration.connectTimeoutSeconds * 1000, configuration.responseDeadlineMilliseconds ?? Int.max)
+        let deadline = ContinuousClock.now + .milliseconds(milliseconds)
+        // libpq: "If PQconnectStart succeeds, the next stage is to poll libpq so that it can proceed
+        // with the connection sequence", starting as if PQconnectPoll had returned PGRES_POLLING_WRITING.
+        var polling = PGRES_POLLING_WRITING
+        while PQstatus(pointer) != CONNECTION_BAD {
+            if polling == PGRES_POLLING_OK { return nil }
+            if polling == PGRES_POLLING_FAILED { break }
+            let events = polling == PGRES_POLLING_READING ? POLLIN : POLLOUT
+            switch waitForSocket(PQsocket(pointer), events: Int16(events), until: deadline) {
+            case .ready: polling = PQconnectPoll(pointer)
+            case .timedOut:
+                return PostgresError(
+                    kind: .connectionFailed, message: "PostgreSQL did not complete the connection within \(milliseconds) ms")
+            case .failed: return PostgresError(kind: .connectionFailed, message: "the connection's socket failed")
+            }
+        }
+        return PostgresError(kind: .connectionFailed, message: copyErrorMessage(PQerrorMessage(pointer)))
+    }
+
+    private enum SocketWait {
+        case ready
+        case timedOut
+        case failed
+    }
+
+    /// Waits until `socket` is ready for `events` or `deadline` (nil: no deadline) passes.
+    private static func waitForSocket(_ socket: Int32, events: Int16, until deadline: ContinuousClock.Instant?)
+        -> SocketWait
+    {
+        guard socket >= 0 else { return .failed }
+        while true {
+            var timeout: Int32 = -1
+            if let deadline {
+                let remaining = deadline - .now
+                if remaining <= .zero { return .timedOut }
+                let (seconds, attoseconds) = remaining.components
+                timeout = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            }
+            var descriptor = pollfd(fd: socket, events: events, revents: 0)
+            let ready = poll(&descriptor, 1, timeout)
+            if ready > 0 { return .ready }
+            if ready < 0 && errno != EINTR { return .failed }
+        }
+    }
+
+    /// Reads from the server until libpq holds a whole result (or, in a pipeline, the next one),
+    /// waiting at most until `deadline`. Past it the connection is given up: its session is in an
+    /// unknown state.
+    ///
+    /// The corresponding C functions are `PQisBusy` and `PQconsumeInput`.
+    private func awaitResult(until deadline: ContinuousClock.Instant?) throws {
+        while PQisBusy(handle) == 1 {
+            switch Self.waitForSocket(PQsocket(handle), events: Int16(POLLIN), until: deadline) {
+            case .ready:
+                guard PQconsumeInput(handle) == 1 else {
+                    isBroken = true
+                    throw PostgresError(kind: .connectionLost, message: copyErrorMessage(PQerrorMessage(handle)))
+                }
+            case .timedOut:
+                isBroken = true
+                throw PostgresError(
+                    kind: .timedOut,
+                    message: "PostgreSQL did not answer within \(configuration.responseDeadlineMilliseconds ?? 0) ms")
+            case .failed:
+                isBroken = true
+                throw PostgresError(kind: .connectionLost, message: "the connection's socket failed")
+            }
+        }
+    }
+
+    /// When an answer sent now must have arrived, or nil for no deadline.
+    private var responseDeadline: ContinuousClock.Instant? {
+        configuration.responseDeadlineMilliseconds.map { ContinuousClock.now + .milliseconds($0) }
     }
 
     private func prepareSession() throws {
@@ -165,12 +246,13 @@ public final class PostgresConnection: @unchecked Sendable {
         PQreset(handle)
         preparedStatements.removeAll()
         guard PQstatus(handle) == CONNECTION_OK else { return false }
+        isBroken = false
         do {
             try prepareSession()
         } catch {
+            isBroken = true
             return false
         }
-        isBroken = false
         return true
     }
 
@@ -221,6 +303,8 @@ public final class PostgresConnection: @unchecked Sendable {
     var transactionFailed: Bool { PQtransactionStatus(handle) == PQTRANS_INERROR }
 
     private func rollbackAfterFailure() {
+        // A connection given up (a deadline passed) is discarded; the server rolls back when it goes.
+        guard !isBroken else { return }
         do {
             try execute("ROLLBACK")
         } catch {
@@ -341,16 +425,22 @@ public final class PostgresConnection: @unchecked Sendable {
         }
 
         // Read one result per step (each followed by NULL), then the Sync's.
+        let deadline = responseDeadline
         var rows: [PostgresRows] = []
         rows.reserveCapacity(queries.count)
         var failure: PostgresError?
         for step in steps {
+            try awaitResult(until: deadline)
             guard let pointer = PQgetResult(handle) else {
                 isBroken = true
                 throw PostgresError(kind: .connectionLost, message: copyErrorMessage(PQerrorMessage(handle)))
             }
             let result = OwnedResult(pointer)
-            while let extra = PQgetResult(handle) { PQclear(extra) }
+            try awaitResult(until: deadline)
+            while let extra = PQgetResult(handle) {
+                PQclear(extra)
+                try awaitResult(until: deadline)
+            }
             switch PQresultStatus(pointer) {
             case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
                 switch step {
@@ -363,6 +453,7 @@ public final class PostgresConnection: @unchecked Sendable {
                 failure = failure ?? error(from: result)
             }
         }
+        try awaitResult(until: deadline)
         guard let sync = PQgetResult(handle), PQresultStatus(sync) == PGRES_PIPELINE_SYNC else {
             isBroken = true
             throw failure ?? PostgresError(kind: .connectionLost, message: copyErrorMessage(PQerrorMessage(handle)))
@@ -394,12 +485,29 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
+    /// Sends a statement and waits for its result within the response deadline. Like `PQexecParams`
+    /// (whose result it returns), but without blocking past the deadline.
+    ///
+    /// The corresponding C functions are `PQsendQueryParams` and `PQgetResult`.
     private func run(_ query: PostgresQuery) throws -> OwnedResult {
         try Self.checkForNUL(query)
-        let pointer = withCStringArray(query.binds) { values in
-            PQexecParams(handle, query.sql, Int32(query.binds.count), nil, values, nil, nil, 0)
+        if isBroken {
+            throw PostgresError(kind: .connectionLost, message: "the connection was given up after a failure")
         }
-        return try check(pointer)
+        let deadline = responseDeadline
+        let sent = withCStringArray(query.binds) { values in
+            PQsendQueryParams(handle, query.sql, Int32(query.binds.count), nil, values, nil, nil, 0) == 1
+        }
+        guard sent else { return try check(nil) }
+        // Like PQexec, the last result is the one returned; a single statement has only one.
+        var last: OpaquePointer?
+        while true {
+            try awaitResult(until: deadline)
+            guard let pointer = PQgetResult(handle) else { break }
+            if let last { PQclear(last) }
+            last = pointer
+        }
+        return try check(last)
     }
 
     /// Takes ownership of a result and turns a failed one into an error.

@@ -14,6 +14,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         case server
         /// A pool had no connection to lend within its acquire timeout.
         case poolTimeout
+        /// The server did not answer within the configured response deadline (a stopped or hung
+        /// server); the connection was given up. Whether a statement already sent took effect is unknown.
+        case timedOut
         /// A value could not be decoded into the requested Swift type, or a column was missing.
         case decoding
         /// The API was used in a way it does not support (a nested transaction, a closed pool, a NUL byte in text).
@@ -54,7 +57,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         switch kind {
         case .connectionFailed, .connectionLost:
             return true
-        case .server, .poolTimeout, .decoding, .misuse:
+        case .server, .poolTimeout, .timedOut, .decoding, .misuse:
             guard let sqlState else { return false }
             return sqlState.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(sqlState)
         }

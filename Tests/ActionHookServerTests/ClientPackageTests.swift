@@ -287,10 +287,24 @@ struct ClientPackageTests {
         #expect(try api.count("SELECT count(*) AS n FROM followups WHERE app_id = 'kit-late'") == 2)
     }
 
+    /// A port nothing listens on now: bound to port 0, read back, closed. (No listener thread is left
+    /// behind: one blocked in accept() on a closed descriptor could take connections from whatever
+    /// reuses that descriptor number next.)
     static func freePort() throws -> Int {
-        let proxy = try FlakyProxy(upstreamPort: 1) { _ in .dropBeforeRequest }
-        proxy.stop()
-        return proxy.port
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        guard bound == 0 else { throw ProxyError(description: "could not bind a free port (errno \(errno))") }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

@@ -23,6 +23,7 @@ final class FlakyProxy: Sendable {
     private let listener: Int32
     private let upstream: Atomic<Int>
     private let connections = Atomic<Int>(0)
+    private let stopped = Atomic<Bool>(false)
     private let decide: @Sendable (Int) -> Fate
     private let afterAnswer: @Sendable () -> Void
 
@@ -59,17 +60,24 @@ final class FlakyProxy: Sendable {
         upstream.store(port, ordering: .sequentiallyConsistent)
     }
 
-    /// Stops accepting; connections already relayed end when their sides close.
+    /// Stops accepting; connections already relayed end when their sides close. The accept loop closes
+    /// the listening socket itself: closed here, its descriptor number could be reused (by the service
+    /// under test, say) while the loop is about to call accept() on it.
     func stop() {
+        stopped.store(true, ordering: .sequentiallyConsistent)
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
     }
 
     private func acceptLoop() {
-        while true {
+        defer { close(listener) }
+        while !stopped.load(ordering: .sequentiallyConsistent) {
             let client = accept(listener, nil, nil)
             if client < 0 {
                 if errno == EINTR { continue }
+                return
+            }
+            if stopped.load(ordering: .sequentiallyConsistent) {
+                close(client)
                 return
             }
             let index = connections.add(1, ordering: .sequentiallyConsistent).oldValue

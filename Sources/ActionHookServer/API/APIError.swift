@@ -60,7 +60,13 @@ struct ErrorMapper: Sendable {
             return .problem(problem(for: error), headers: headers(for: error))
         case is IngestBatcherStopped:
             return .problem(.unavailable("The server is shutting down; retry the request."), headers: ["Retry-After": "1"])
-        case let error as PostgresError where error.isConnectionError || error.kind == .poolTimeout
+        case is IngestDeadlinePassed:
+            logger.warning("database did not answer in time", metadata: ["request_id": "\(request.requestID)"])
+            return .problem(
+                .unavailable("The database did not answer in time; retry with the same idempotency key."),
+                headers: ["Retry-After": "1"])
+        case let error as PostgresError
+        where error.isConnectionError || error.kind == .poolTimeout || error.kind == .timedOut
             || error.sqlState == "57014":
             logger.warning(
                 "database unavailable", metadata: ["error": "\(error)", "request_id": "\(request.requestID)"])
