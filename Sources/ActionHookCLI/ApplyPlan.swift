@@ -214,15 +214,23 @@ public struct ApplyPlan: Sendable {
         return lines
     }
 
+    /// Checks the plan's categories and rules on the server (`dryRun=true`, under `If-Match`) without
+    /// changing anything: what only the server knows (which webhook targets it allows, whether the
+    /// configuration changed since it was read) is reported as ``execute(client:console:)`` would.
+    public func check(client: AdminClient) throws {
+        guard appExists && configurationChanges else { return }
+        try check(
+            client.send(
+                "PUT", "/v1/apps/\(file.appID)/config?dryRun=true", body: body, headers: [("If-Match", etag)]))
+    }
+
     /// Carries the plan out: the configuration is checked on the server first (with the tag it was read
     /// at), then the app's settings are written, then its categories and rules replaced in one transaction
     /// under `If-Match`, so a configuration another writer changed since the plan was made is refused.
     public func execute(client: AdminClient, console: Console) throws {
         guard hasChanges else { return }
         let path = "/v1/apps/\(file.appID)"
-        if appExists && configurationChanges {
-            try check(client.send("PUT", path + "/config?dryRun=true", body: body, headers: [("If-Match", etag)]))
-        }
+        try check(client: client)
         if !appExists {
             let created = try client.send("POST", "/v1/apps", body: .object(settingsBody))
             try check(created, expected: 201)

@@ -42,7 +42,11 @@ public enum ApplyRun {
             for line in plan.lines { console.line(line) }
             guard plan.hasChanges else { continue }
             changes = true
-            if !dryRun { try plan.execute(client: client, console: console) }
+            if dryRun {
+                try plan.check(client: client)
+            } else {
+                try plan.execute(client: client, console: console)
+            }
         }
         if dryRun && changes { console.line("dry run: nothing was applied") }
         return changes

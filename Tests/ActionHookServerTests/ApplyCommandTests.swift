@@ -185,9 +185,33 @@ struct ApplyCommandTests {
         let local = Self.file(rules: rules)
         let localPath = try folder.write("files.yaml", local)
         let urlLine = try #require(local.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.contains("127.0.0.1") }) + 1
+        let checked = try #require(throws: CLIError.self) { try Self.apply(api, [localPath], dryRun: true) }
+        #expect(checked.description.hasPrefix("\(localPath):\(urlLine): rule 'd'"), "\(checked)")
         let refused = try #require(throws: CLIError.self) { try Self.apply(api, [localPath]) }
         #expect(refused.description.hasPrefix("\(localPath):\(urlLine): rule 'd' rules/3/followUps/0/url: must not target"), "\(refused)")
         #expect(try Self.fingerprint(api) == before)
+    }
+
+    @Test("a JSON file is accepted as well, and its problems are reported at their lines")
+    func jsonFile() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("files")
+        let folder = try Folder()
+        let json = """
+            {
+              "app": "files",
+              "categories": [{"identifier": "TODO_CATEGORY", "actions": []}],
+              "rules": [
+                {"id": "done", "handler": {"type": "accept"}},
+                {"id": "bad", "handler": {"type": "snooze", "delaySeconds": -5}}
+              ]
+            }
+            """
+        let path = try folder.write("files.json", json)
+        let error = try #require(throws: CLIError.self) { try Self.apply(api, [path]) }
+        #expect(error.description.hasPrefix("\(path):6: rule 'bad' rules/1/handler/delaySeconds:"), "\(error)")
+        try Self.apply(api, [try folder.write("files.json", json.replacingOccurrences(of: "-5", with: "5"))])
+        #expect(try api.count("SELECT count(*) AS n FROM rules WHERE app_id = 'files'") == 2)
     }
 
     @Test("a configuration changed by another writer between read and apply is refused with 412")
@@ -238,6 +262,18 @@ struct ApplyCommandTests {
         #expect(!again.changed)
         let exported = try ExportRun.text(appID: "secret-app", client: Self.client(api))
         #expect(!exported.contains(secret))
+
+        // --write-secrets sends a rotated secret although nothing else changed.
+        let rotated = "whsec_" + Data((0..<32).map { UInt8(255 - $0) }).base64EncodedString()
+        let output = Output()
+        let rotation = try ApplyRun.run(
+            paths: [path], options: ApplyOptions(writeSecrets: true), dryRun: false, client: Self.client(api),
+            environment: ["SECRET_APP_WEBHOOK_SECRET": rotated], console: output.console)
+        #expect(rotation)
+        #expect(output.out.contains("~ setting webhook.secret: from the environment"))
+        #expect(!output.out.contains(rotated) && !output.err.contains(rotated))
+        let rotatedRow = try api.query("SELECT webhook_secret FROM apps WHERE id = 'secret-app'")
+        #expect(try rotatedRow[0].decode("webhook_secret", as: String.self) == rotated)
 
         let literal = try folder.write("literal.yaml", text.replacingOccurrences(of: "${ENV:SECRET_APP_WEBHOOK_SECRET}", with: secret))
         let refused = try #require(throws: CLIError.self) { try Self.apply(api, [literal]) }
