@@ -82,7 +82,9 @@ public struct AdminClient: Sendable {
         }
         let response: HTTPClient.Response
         do {
-            response = try HTTPClient.shared.execute(request: request, deadline: .now() + TimeAmount.seconds(timeoutSeconds)).wait()
+            response = try HTTPClient.shared.execute(
+                request: request, deadline: .now() + TimeAmount.seconds(timeoutSeconds)
+            ).wait()
         } catch {
             throw CLIError("could not reach \(baseURL) (ACTIONHOOK_URL): \(error)")
         }

@@ -96,7 +96,9 @@ public struct ApplyPlan: Sendable {
             settingsBody = settings
             settingsBody["id"] = .string(file.appID)
             settingsChanges = compare(settings, with: [:], options: options).1
-            if settingsBody["name"] == nil || settingsBody["name"] == .null { settingsBody["name"] = .string(file.appID) }
+            if settingsBody["name"] == nil || settingsBody["name"] == .null {
+                settingsBody["name"] = .string(file.appID)
+            }
         default:
             throw CLIError("GET /v1/apps/\(file.appID) answered \(app.status): \(app.problemDetail)")
         }
@@ -135,7 +137,8 @@ public struct ApplyPlan: Sendable {
             current: current.categories.map { ($0.id, $0.json) },
             keep: { id in sentCategories += current.categories.filter { $0.id == id }.map(\.json) })
         try compareItems(
-            kind: "rule", desired: desired.rules.map { ($0.id, $0.json) }, current: current.rules.map { ($0.id, $0.json) },
+            kind: "rule", desired: desired.rules.map { ($0.id, $0.json) },
+            current: current.rules.map { ($0.id, $0.json) },
             keep: { id in sentRules += current.rules.filter { $0.id == id }.map(\.json) })
         plan.body = .object(["categories": .array(sentCategories), "rules": .array(sentRules)])
         return plan
@@ -182,7 +185,9 @@ public struct ApplyPlan: Sendable {
             if !differing.isEmpty || !unknown.isEmpty {
                 patch[endpoint.key] = wanted
                 changes += differing
-                if object[endpoint.secret] != nil { changes.append("\(endpoint.key).\(endpoint.secret): from the environment") }
+                if object[endpoint.secret] != nil {
+                    changes.append("\(endpoint.key).\(endpoint.secret): from the environment")
+                }
             } else if options.writeSecrets, let secret = object[endpoint.secret] {
                 patch[endpoint.key] = .object([endpoint.secret: secret])
                 changes.append("\(endpoint.key).\(endpoint.secret): from the environment")
@@ -203,7 +208,9 @@ public struct ApplyPlan: Sendable {
             lines += item.diff.map { "      " + $0 }
         }
         for item in deleted { lines.append("  - \(item.kind) \(item.id)") }
-        for item in kept { lines.append("  = \(item.kind) \(item.id) kept: on the server, not in the file (--prune deletes it)") }
+        for item in kept {
+            lines.append("  = \(item.kind) \(item.id) kept: on the server, not in the file (--prune deletes it)")
+        }
         if hasChanges {
             lines.append(
                 "  \(created.count + (appExists ? 0 : 1)) to create, \(changed.count + (appExists ? settingsChanges.count : 0)) "
@@ -237,7 +244,8 @@ public struct ApplyPlan: Sendable {
             if let key = created.json?.objectValue?["ingestKey"]?.objectValue,
                 let id = key["id"]?.stringValue, let secret = key["secret"]?.stringValue
             {
-                console.line("created app \(file.appID); its ingest key \(id) (the secret is shown only now): \(secret)")
+                console.line(
+                    "created app \(file.appID); its ingest key \(id) (the secret is shown only now): \(secret)")
             }
             if let generated = created.json?.objectValue?["webhookSecret"]?.stringValue {
                 console.line("a webhook signing secret was generated (shown only now): \(generated)")

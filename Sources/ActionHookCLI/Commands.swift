@@ -32,7 +32,8 @@ public enum ApplyRun {
         }
         let apps = Dictionary(grouping: files, by: \.appID).filter { $0.value.count > 1 }
         for (app, named) in apps.sorted(by: { $0.key < $1.key }) {
-            problems.append("the app \(app) is configured by more than one file: \(named.map(\.path).joined(separator: ", "))")
+            problems.append(
+                "the app \(app) is configured by more than one file: \(named.map(\.path).joined(separator: ", "))")
         }
         if !problems.isEmpty { throw CLIError(lines: problems) }
 
@@ -101,7 +102,8 @@ public enum ExportRun {
     public static func text(appID: String, client: AdminClient) throws -> String {
         let app = try client.send("GET", "/v1/apps/\(appID)")
         guard app.status == 200, let settings = app.json?.objectValue else {
-            throw CLIError(app.status == 404 ? "app \(appID) does not exist" : "GET /v1/apps/\(appID) answered \(app.status)")
+            throw CLIError(
+                app.status == 404 ? "app \(appID) does not exist" : "GET /v1/apps/\(appID) answered \(app.status)")
         }
         let read = try client.send("GET", "/v1/apps/\(appID)/config")
         guard read.status == 200, let configuration = read.json?.objectValue else {
@@ -114,9 +116,10 @@ public enum ExportRun {
         }
         if let apns = settings["apns"]?.objectValue {
             file["apns"] = .object(
-                JSONObject(["teamId", "keyId", "topic", "environment"].compactMap { key in
-                    apns[key].map { (key: key, value: $0) }
-                }))
+                JSONObject(
+                    ["teamId", "keyId", "topic", "environment"].compactMap { key in
+                        apns[key].map { (key: key, value: $0) }
+                    }))
         }
         if let rate = settings["rateLimitPerSecond"], !rate.isNull { file["rateLimitPerSecond"] = rate }
         file["categories"] = configuration["categories"] ?? .array([])
@@ -134,7 +137,8 @@ public enum ExportRun {
 public struct Export: ParsableCommand {
     /// The command's description.
     public static let configuration = CommandConfiguration(
-        abstract: "Write an app's configuration (settings without secrets, categories, rules) as YAML on standard output.")
+        abstract:
+            "Write an app's configuration (settings without secrets, categories, rules) as YAML on standard output.")
 
     @Argument(help: "The app's id.")
     var app: String
@@ -169,7 +173,8 @@ public enum TestRun {
             let lines = answer.fieldErrors.map { error in
                 "\(path):\(document.line(for: error.pointer) ?? 1): \(error.pointer.isEmpty ? "the reply" : String(error.pointer.dropFirst())): \(error.detail)"
             }
-            throw CLIError(lines: lines.isEmpty ? ["the reply was refused (\(answer.status)): \(answer.problemDetail)"] : lines)
+            throw CLIError(
+                lines: lines.isEmpty ? ["the reply was refused (\(answer.status)): \(answer.problemDetail)"] : lines)
         }
         if let rule = result["ruleId"]?.stringValue {
             console.line("matched rule: \(rule)")
@@ -183,7 +188,8 @@ public enum TestRun {
         for (index, followUp) in followUps.enumerated() {
             let object = followUp.objectValue ?? [:]
             console.line(
-                "  \(index + 1). \(object["channel"]?.stringValue ?? "?") after \(object["delaySeconds"]?.jsonText ?? "0") s:")
+                "  \(index + 1). \(object["channel"]?.stringValue ?? "?") after \(object["delaySeconds"]?.jsonText ?? "0") s:"
+            )
             let yaml = (try? YAMLWriter.text(object["payload"] ?? .null)) ?? ""
             for line in yaml.split(separator: "\n") { console.line("       \(line)") }
         }
@@ -302,7 +308,8 @@ public struct Keys: ParsableCommand {
     /// `actionhook keys revoke APP KEY_ID`.
     public struct Revoke: ParsableCommand {
         /// The command's description.
-        public static let configuration = CommandConfiguration(abstract: "Revoke an ingest key at once, on every instance.")
+        public static let configuration = CommandConfiguration(
+            abstract: "Revoke an ingest key at once, on every instance.")
 
         @Argument(help: "The app's id.")
         var app: String
@@ -342,9 +349,13 @@ public enum AdminCommands {
     public static func listApps(client: AdminClient, console: Console) throws {
         var cursor: String?
         repeat {
-            let query = cursor.map { "?limit=500&cursor=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0) }
+            let query = cursor.map {
+                "?limit=500&cursor=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0)
+            }
             let answer = try client.send("GET", "/v1/apps" + (query ?? "?limit=500"))
-            guard answer.status == 200, let page = answer.json?.objectValue else { throw refusal(answer, what: "the apps") }
+            guard answer.status == 200, let page = answer.json?.objectValue else {
+                throw refusal(answer, what: "the apps")
+            }
             for app in page["items"]?.arrayValue ?? [] {
                 let object = app.objectValue ?? [:]
                 console.line("\(object["id"]?.stringValue ?? "?")\t\(object["name"]?.stringValue ?? "")")
@@ -356,7 +367,9 @@ public enum AdminCommands {
     /// Creates an ingest key and prints its id and secret.
     public static func createKey(appID: String, client: AdminClient, console: Console) throws {
         let answer = try client.send("POST", "/v1/apps/\(appID)/keys")
-        guard answer.status == 201, let key = answer.json?.objectValue else { throw refusal(answer, what: "app \(appID)") }
+        guard answer.status == 201, let key = answer.json?.objectValue else {
+            throw refusal(answer, what: "app \(appID)")
+        }
         console.line("ingest key id: \(key["id"]?.stringValue ?? "?")")
         console.line("ingest key secret (shown only now): \(key["secret"]?.stringValue ?? "?")")
     }

@@ -111,7 +111,9 @@ public struct ConfigurationFile: Sendable {
             case .object(let object):
                 return .object(
                     JSONObject(
-                        object.members.map { (key: $0.key, value: resolve($0.value, at: JSONPointer.appending($0.key, to: pointer))) }))
+                        object.members.map {
+                            (key: $0.key, value: resolve($0.value, at: JSONPointer.appending($0.key, to: pointer)))
+                        }))
             default:
                 return value
             }

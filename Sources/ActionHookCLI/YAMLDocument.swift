@@ -58,7 +58,9 @@ public struct YAMLDocument: Sendable {
             case Tag.Name.bool.rawValue:
                 return .bool(node.bool ?? false)
             case Tag.Name.int.rawValue:
-                guard let value = node.int else { throw CLIError("\(at(line)): \(pointer): the integer is out of range") }
+                guard let value = node.int else {
+                    throw CLIError("\(at(line)): \(pointer): the integer is out of range")
+                }
                 return .integer(value)
             case Tag.Name.float.rawValue:
                 guard let value = node.float, value.isFinite else {

@@ -2,8 +2,8 @@ import ActionHookCLI
 import ActionHookCore
 import ActionHookServer
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// `actionhook apply`, `export`, `test`, `apps` and `keys` against the real service, in-process through
 /// the command's library code (and once as the built binary, for its exit code).
@@ -59,7 +59,9 @@ struct ApplyCommandTests {
         """
     }
 
-    static func file(app: String = "files", rules: [String] = ["a", "b", "c", "d", "e"].map { rule($0) }, extra: String = "")
+    static func file(
+        app: String = "files", rules: [String] = ["a", "b", "c", "d", "e"].map { rule($0) }, extra: String = ""
+    )
         -> String
     {
         """
@@ -165,7 +167,9 @@ struct ApplyCommandTests {
         rules[2] = Self.rule("c", handler: "explode")
         let text = Self.file(rules: rules)
         let path = try folder.write("files.yaml", text)
-        let line = try #require(text.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.contains("explode") }) + 1
+        let line =
+            try #require(
+                text.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.contains("explode") }) + 1
         let error = try #require(throws: CLIError.self) { try Self.apply(api, [path]) }
         #expect(error.lines.count == 1, "\(error)")
         #expect(error.description.hasPrefix("\(path):\(line): rule 'c' rules/2/handler/type: must be"), "\(error)")
@@ -184,11 +188,16 @@ struct ApplyCommandTests {
             """
         let local = Self.file(rules: rules)
         let localPath = try folder.write("files.yaml", local)
-        let urlLine = try #require(local.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.contains("127.0.0.1") }) + 1
+        let urlLine =
+            try #require(
+                local.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.contains("127.0.0.1") })
+            + 1
         let checked = try #require(throws: CLIError.self) { try Self.apply(api, [localPath], dryRun: true) }
         #expect(checked.description.hasPrefix("\(localPath):\(urlLine): rule 'd'"), "\(checked)")
         let refused = try #require(throws: CLIError.self) { try Self.apply(api, [localPath]) }
-        #expect(refused.description.hasPrefix("\(localPath):\(urlLine): rule 'd' rules/3/followUps/0/url: must not target"), "\(refused)")
+        #expect(
+            refused.description.hasPrefix("\(localPath):\(urlLine): rule 'd' rules/3/followUps/0/url: must not target"),
+            "\(refused)")
         #expect(try Self.fingerprint(api) == before)
     }
 
@@ -221,13 +230,16 @@ struct ApplyCommandTests {
         let folder = try Folder()
         let path = try folder.write("files.yaml", Self.file())
         let plan = try ApplyPlan.make(
-            file: try ConfigurationFile(path: path), options: ApplyOptions(), client: Self.client(api), environment: [:])
+            file: try ConfigurationFile(path: path), options: ApplyOptions(), client: Self.client(api), environment: [:]
+        )
         #expect(plan.hasChanges)
         let other = try api.admin(
             "POST", "/v1/apps/files/rules", json: #"{"id":"other","handler":{"type":"record"}}"#)
         #expect(other.status == 201)
         let output = Output()
-        let error = try #require(throws: CLIError.self) { try plan.execute(client: Self.client(api), console: output.console) }
+        let error = try #require(throws: CLIError.self) {
+            try plan.execute(client: Self.client(api), console: output.console)
+        }
         #expect(error.description.contains("changed on the server since it was read (412)"))
         #expect(try api.count("SELECT count(*) AS n FROM rules WHERE app_id = 'files'") == 1)
     }
@@ -275,7 +287,8 @@ struct ApplyCommandTests {
         let rotatedRow = try api.query("SELECT webhook_secret FROM apps WHERE id = 'secret-app'")
         #expect(try rotatedRow[0].decode("webhook_secret", as: String.self) == rotated)
 
-        let literal = try folder.write("literal.yaml", text.replacingOccurrences(of: "${ENV:SECRET_APP_WEBHOOK_SECRET}", with: secret))
+        let literal = try folder.write(
+            "literal.yaml", text.replacingOccurrences(of: "${ENV:SECRET_APP_WEBHOOK_SECRET}", with: secret))
         let refused = try #require(throws: CLIError.self) { try Self.apply(api, [literal]) }
         #expect(refused.description.contains("webhook/secret: a secret is never written in the file"))
         #expect(!refused.description.contains(secret))
@@ -303,7 +316,10 @@ struct ApplyCommandTests {
             let outData = out.fileHandleForReading.readDataToEndOfFile()
             let errData = err.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+            return (
+                process.terminationStatus, String(decoding: outData, as: UTF8.self),
+                String(decoding: errData, as: UTF8.self)
+            )
         }
         let pending = try run(["apply", "-f", path, "--dry-run", "--exit-code"])
         #expect(pending.status == 2, "\(pending)")
@@ -326,7 +342,8 @@ struct ApplyCommandTests {
         let api = try TestAPI()
         let examples = OpenAPIRouteTests.repositoryRoot.appendingPathComponent("examples")
         let scenariosPath = examples.appendingPathComponent("replies/scenarios.yaml").path
-        let scenarios = try YAMLDocument(text: try String(contentsOfFile: scenariosPath, encoding: .utf8), name: "scenarios")
+        let scenarios = try YAMLDocument(
+            text: try String(contentsOfFile: scenariosPath, encoding: .utf8), name: "scenarios")
         let apps = try #require(scenarios.value.objectValue)
         #expect(apps.keys.sorted() == ["acme-calendar", "acme-timer", "acme-todo"])
 
@@ -346,13 +363,16 @@ struct ApplyCommandTests {
                 let object = try #require(step.objectValue)
                 let reply = try #require(object["reply"]?.stringValue)
                 let body = try String(
-                    contentsOf: examples.appendingPathComponent("replies").appendingPathComponent(reply), encoding: .utf8)
+                    contentsOf: examples.appendingPathComponent("replies").appendingPathComponent(reply),
+                    encoding: .utf8)
                 let answer = try api.ingest(key: key, json: body)
                 #expect(answer.status == object["status"]?.intValue, "\(reply): \(answer.text)")
                 guard answer.status == 202 else { continue }
                 #expect(answer.json["outcome"] as? String == object["outcome"]?.stringValue, "\(reply)")
                 #expect(answer.json["ruleId"] as? String == object["rule"]?.stringValue, "\(reply)")
-                let channels = (answer.json["followUps"] as? [[String: Any]] ?? []).compactMap { $0["channel"] as? String }
+                let channels = (answer.json["followUps"] as? [[String: Any]] ?? []).compactMap {
+                    $0["channel"] as? String
+                }
                 #expect(channels == (object["followUps"]?.arrayValue ?? []).compactMap(\.stringValue), "\(reply)")
             }
         }
@@ -379,7 +399,9 @@ struct ApplyCommandTests {
         let secret = try #require(
             created.out.split(separator: "\n").first { $0.hasPrefix("ingest key secret") }?.split(separator: " ").last)
         #expect(try api.ingest(key: String(secret), json: #"{"actionIdentifier":"x"}"#).status == 202)
-        #expect(throws: CLIError.self) { try AdminCommands.createApp(id: "cli-app", name: nil, client: client, console: created.console) }
+        #expect(throws: CLIError.self) {
+            try AdminCommands.createApp(id: "cli-app", name: nil, client: client, console: created.console)
+        }
 
         let listed = Output()
         try AdminCommands.listApps(client: client, console: listed.console)

@@ -1,7 +1,7 @@
 import ActionHookServer
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// `GET|PUT /v1/apps/{app}/config`: the whole set of categories and rules, replaced atomically.
 @Suite("Configuration route")
@@ -57,7 +57,8 @@ struct ConfigurationRouteTests {
 
         let before = try Self.fingerprint(api, app: "cfg")
         let again = try api.admin(
-            "PUT", "/v1/apps/cfg/config", json: Self.body(categories: [Self.timer, Self.invite], rules: Self.five.reversed()))
+            "PUT", "/v1/apps/cfg/config",
+            json: Self.body(categories: [Self.timer, Self.invite], rules: Self.five.reversed()))
         #expect(again.status == 200)
         #expect(again.json["changed"] as? Bool == false)
         #expect((again.json["rules"] as? [String: Any])?["unchanged"] as? [String] == ["a", "b", "c", "d", "e"])
@@ -112,7 +113,9 @@ struct ConfigurationRouteTests {
             "PUT", "/v1/apps/cfg/config",
             json: Self.body(
                 categories: [],
-                rules: [#"{"id":"h","handler":{"type":"record"},"followUps":[{"channel":"webhook","url":"http://127.0.0.1/x"}]}"#]))
+                rules: [
+                    #"{"id":"h","handler":{"type":"record"},"followUps":[{"channel":"webhook","url":"http://127.0.0.1/x"}]}"#
+                ]))
         #expect(privateHook.status == 422)
         #expect(Config.pointers(privateHook) == ["/rules/0/followUps/0/url"])
         #expect(try Self.fingerprint(api, app: "cfg") == before)

@@ -16,7 +16,10 @@ struct ConfigurationSchemaTests {
                         if member.key == "$ref", let target = member.value.stringValue,
                             target.hasPrefix("#/components/schemas/")
                         {
-                            return (key: "$ref", value: .string("#/$defs/" + target.dropFirst("#/components/schemas/".count)))
+                            return (
+                                key: "$ref",
+                                value: .string("#/$defs/" + target.dropFirst("#/components/schemas/".count))
+                            )
                         }
                         return (key: member.key, value: rewritingReferences(member.value))
                     }))

@@ -47,7 +47,9 @@ public struct AppConfiguration: Sendable, Equatable {
                 shape.append(FieldError(pointer: pointer, detail: "must be an array"))
                 return []
             }
-            if array.count > max { invalid.append(FieldError(pointer: pointer, detail: "must have at most \(max) items")) }
+            if array.count > max {
+                invalid.append(FieldError(pointer: pointer, detail: "must have at most \(max) items"))
+            }
             return array
         }
         // Errors found inside one item, re-rooted at the item's place in the whole body.
@@ -75,7 +77,8 @@ public struct AppConfiguration: Sendable, Equatable {
             do {
                 let category = try NotificationCategory.decode(element, id: id)
                 if !categoryIDs.insert(id).inserted {
-                    invalid.append(FieldError(pointer: base + "/identifier", detail: "must be unique in the configuration"))
+                    invalid.append(
+                        FieldError(pointer: base + "/identifier", detail: "must be unique in the configuration"))
                 }
                 categories.append(category)
             } catch {
@@ -133,18 +136,21 @@ public struct AppConfiguration: Sendable, Equatable {
     /// of the same set give the same tag on every instance, and any change to any item gives another.
     public var etag: String {
         let digest = SHA256.hash(data: json.canonicalBytes)
-        return "\"" + digest.prefix(16).map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined() + "\""
+        return "\""
+            + digest.prefix(16).map { byte in
+                let hex = String(byte, radix: 16)
+                return byte < 16 ? "0" + hex : hex
+            }.joined() + "\""
     }
 
     /// What replacing `current` with this configuration creates, changes and deletes.
     public func changes(from current: AppConfiguration) -> AppConfigurationChanges {
         AppConfigurationChanges(
             categories: .between(
-                current.categories.map { ($0.id, $0.json.canonicalText) }, categories.map { ($0.id, $0.json.canonicalText) }),
-            rules: .between(current.rules.map { ($0.id, $0.json.canonicalText) }, rules.map { ($0.id, $0.json.canonicalText) }))
+                current.categories.map { ($0.id, $0.json.canonicalText) },
+                categories.map { ($0.id, $0.json.canonicalText) }),
+            rules: .between(
+                current.rules.map { ($0.id, $0.json.canonicalText) }, rules.map { ($0.id, $0.json.canonicalText) }))
     }
 }
 
