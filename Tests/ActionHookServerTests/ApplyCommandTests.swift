@@ -419,3 +419,46 @@ struct ApplyCommandTests {
         }
     }
 }
+
+/// The YAML reading and writing under `apply` and `export`, without a service.
+@Suite("Configuration files: YAML values and lines")
+struct ConfigurationYAMLTests {
+    @Test("strings YAML would read as another type are quoted, so written values read back the same")
+    func writerRoundTrip() throws {
+        let value = JSONValue.object([
+            "strings": .array(
+                [
+                    "true", "no", "42", "1.5", "", "null", "~", "2026-11-20", "{{userText}}", "a: b", "- x", "#x",
+                    "multi\nline",
+                ]
+                .map(JSONValue.string)),
+            "numbers": .array([.integer(0), .integer(-7), .number("2.5")]),
+            "flags": .array([.bool(true), .bool(false)]),
+            "nothing": .null,
+            "empty": .object([:]),
+            "none": .array([]),
+        ])
+        let text = try YAMLWriter.text(value)
+        #expect(try YAMLDocument(text: text, name: "t").value == value, "\(text)")
+    }
+
+    @Test("each value's line is kept by JSON pointer; a pointer below a scalar finds its nearest line")
+    func lines() throws {
+        let document = try YAMLDocument(
+            text: """
+                app: x
+                rules:
+                  - id: a
+                    handler:
+                      type: accept
+                  - id: b
+                """, name: "f")
+        #expect(document.line(for: "/app") == 1)
+        #expect(document.line(for: "/rules/0") == 3)
+        #expect(document.line(for: "/rules/0/handler/type") == 5)
+        #expect(document.line(for: "/rules/1/id") == 6)
+        #expect(document.line(for: "/rules/1/handler/type") == 6)
+        #expect(throws: CLIError.self) { try YAMLDocument(text: "a: 1\na: 2\n", name: "f") }
+        #expect(throws: CLIError.self) { try YAMLDocument(text: "a: [1, 2\n", name: "f") }
+    }
+}
