@@ -52,7 +52,8 @@ public struct ConfigurationStore: Sendable {
         do {
             return try pool.transaction { connection in
                 // The app's row lock makes concurrent replacements of one app take turns, so each compares
-                // its If-Match against what the previous one left.
+                // its If-Match against what the previous one left. It also holds off items created through
+                // their own routes meanwhile: their foreign key to the app waits for a KEY SHARE lock.
                 let app = try connection.query("SELECT 1 AS one FROM apps WHERE id = \(appID) FOR UPDATE")
                 guard !app.isEmpty else { throw StoreError.notFound }
                 // Row locks hold off single-item writes to what is compared here until this commits.
