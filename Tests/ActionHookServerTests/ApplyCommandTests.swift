@@ -223,6 +223,24 @@ struct ApplyCommandTests {
         #expect(try api.count("SELECT count(*) AS n FROM rules WHERE app_id = 'files'") == 2)
     }
 
+    @Test("settings the server refuses are named at their line; an unknown top-level field is refused before any call")
+    func settingsErrors() throws {
+        let api = try TestAPI()
+        let folder = try Folder()
+        let text = Self.file(app: "settings-app", extra: "webhook:\n  url: ftp://hooks.example.com/in")
+        let path = try folder.write("settings.yaml", text)
+        let line =
+            try #require(
+                text.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.contains("ftp:") }) + 1
+        let refused = try #require(throws: CLIError.self) { try Self.apply(api, [path]) }
+        #expect(refused.description.hasPrefix("\(path):\(line): webhook/url: must be"), "\(refused)")
+        #expect(try api.admin("GET", "/v1/apps/settings-app").status == 404)
+
+        let unknown = try folder.write("unknown.yaml", Self.file(app: "settings-app", extra: "colour: blue"))
+        let outline = try #require(throws: CLIError.self) { try Self.apply(api, [unknown]) }
+        #expect(outline.description == "\(unknown):3: colour: is not a known field")
+    }
+
     @Test("a configuration changed by another writer between read and apply is refused with 412")
     func changedSinceRead() throws {
         let api = try TestAPI()
