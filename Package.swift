@@ -14,6 +14,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         // The app-side package, for the tests that run it against the service; the server does not use it.
         .package(path: "Clients/swift"),
     ],
@@ -105,10 +107,22 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        // The admin-API client commands (apply, export, test, apps, keys): HTTP only, never the store.
+        .target(
+            name: "ActionHookCLI",
+            dependencies: [
+                "ActionHookCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
         .executableTarget(
             name: "actionhook",
             dependencies: [
                 "ActionHookServer",
+                "ActionHookCLI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -136,6 +150,7 @@ let package = Package(
             name: "ActionHookServerTests",
             dependencies: [
                 "ActionHookServer", "ActionHookStore", "ActionHookDelivery", "ActionHookCore", "Postgres", "MicroHTTPD",
+                "ActionHookCLI",
                 "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ActionHookKit", package: "swift"),
             ]

@@ -79,6 +79,7 @@ public final class ActionHookService: Sendable {
         api.registerAppRoutes(in: &router)
         api.registerCategoryRoutes(in: &router)
         api.registerRuleRoutes(in: &router)
+        api.registerConfigurationRoutes(in: &router)
         api.registerHistoryRoutes(in: &router)
         routes = router.routes.map { "\($0.method.rawValue) \($0.pattern)" }
         server = HTTPServer(configuration: configuration.http, router: router, logger: logger, observer: metrics)

@@ -1,3 +1,4 @@
+import ActionHookCLI
 import ActionHookServer
 import ArgumentParser
 import Dispatch
@@ -9,7 +10,9 @@ struct ActionHookCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "actionhook",
         abstract: "Turns replies to actionable push notifications into backend actions.",
-        subcommands: [Serve.self, Migrate.self, Version.self],
+        subcommands: [
+            Serve.self, Migrate.self, Version.self, Apply.self, Export.self, TestReply.self, Apps.self, Keys.self,
+        ],
         defaultSubcommand: Serve.self)
 }
 

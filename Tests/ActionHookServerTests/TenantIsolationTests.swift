@@ -426,6 +426,11 @@ private enum Isolation: ResponseHelpers {
                     expected: 200)
             case ("DELETE", "/v1/apps/{app}/rules/{rule}"):
                 return Call(path: app + "/rules/\(tenant.rule)", body: nil, expected: 204)
+            case ("GET", "/v1/apps/{app}/config"):
+                return Call(path: app + "/config", body: nil, expected: 200)
+            case ("PUT", "/v1/apps/{app}/config"):
+                // A dry run, so the routes after it still find the tenant's category and rule.
+                return Call(path: app + "/config?dryRun=true", body: #"{"categories":[],"rules":[]}"#, expected: 200)
             case ("POST", "/v1/apps/{app}/rules/test"):
                 return Call(path: app + "/rules/test", body: json(["actionIdentifier": "accept"]), expected: 200)
             case ("GET", "/v1/apps/{app}/responses"):

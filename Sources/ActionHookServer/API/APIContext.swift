@@ -11,6 +11,7 @@ struct APIContext: Sendable {
     let apps: AppStore
     let categories: CategoryStore
     let rules: RuleStore
+    let configurations: ConfigurationStore
     let responses: ResponseStore
     let followUps: FollowUpStore
     let adminTokens: AdminTokenStore
@@ -37,6 +38,7 @@ struct APIContext: Sendable {
         apps = AppStore(pool: pool)
         categories = CategoryStore(pool: pool)
         rules = RuleStore(pool: pool)
+        configurations = ConfigurationStore(pool: pool)
         responses = ResponseStore(pool: pool)
         followUps = FollowUpStore(pool: pool)
         adminTokens = AdminTokenStore(pool: pool)

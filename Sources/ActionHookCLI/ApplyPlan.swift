@@ -1,0 +1,281 @@
+import ActionHookCore
+import Foundation
+
+/// How `apply` treats what the file does not name.
+public struct ApplyOptions: Sendable {
+    /// Deletes categories and rules that are on the server but not in the file (kept otherwise).
+    public var prune: Bool
+    /// Sends the secrets read from the environment even when no other webhook or APNs setting changed
+    /// (to rotate a secret); otherwise they are sent only when their endpoint is created or changed.
+    public var writeSecrets: Bool
+
+    /// Options; both off by default.
+    public init(prune: Bool = false, writeSecrets: Bool = false) {
+        self.prune = prune
+        self.writeSecrets = writeSecrets
+    }
+}
+
+/// What applying one file would change on the server, read from it and ready to be carried out.
+public struct ApplyPlan: Sendable {
+    /// One category or rule the plan touches.
+    public struct Item: Sendable, Equatable {
+        /// `category` or `rule`.
+        public var kind: String
+        /// Its id.
+        public var id: String
+        /// For a changed item, the lines of its YAML that differ (`- old`, `+ new`).
+        public var diff: [String] = []
+    }
+
+    /// The file.
+    public var file: ConfigurationFile
+    /// Whether the app exists; when not, applying creates it.
+    public var appExists: Bool
+    /// The app settings to send (the whole create body when the app is new), secrets resolved.
+    var settingsBody: JSONObject
+    /// The settings that change, in words (never with a secret's value).
+    public var settingsChanges: [String]
+    /// The configuration sent: the file's items as written, then the server's that are kept.
+    var body: JSONValue
+    /// The entity tag of the configuration the plan was made against.
+    public var etag: String
+    /// Items new on the server.
+    public var created: [Item]
+    /// Items whose definition changes.
+    public var changed: [Item]
+    /// Items deleted (with `--prune`).
+    public var deleted: [Item]
+    /// Items on the server but not in the file, kept (without `--prune`).
+    public var kept: [Item]
+
+    /// Whether applying changes anything.
+    public var hasChanges: Bool {
+        !appExists || !settingsChanges.isEmpty || configurationChanges
+    }
+
+    var configurationChanges: Bool { !created.isEmpty || !changed.isEmpty || !deleted.isEmpty }
+
+    /// Reads the app and its configuration from the server and compares them with the file.
+    public static func make(
+        file: ConfigurationFile, options: ApplyOptions, client: AdminClient, environment: [String: String]
+    ) throws -> ApplyPlan {
+        let settings = try file.resolvedSettings(environment: environment)
+        let own = JSONValue.object(["categories": .array(file.categories), "rules": .array(file.rules)])
+        let desired: AppConfiguration
+        do {
+            // Checked here with the server's own rules first, so a bad file is reported before anything is
+            // sent; the server checks again (webhook targets, say) when it is applied.
+            desired = try AppConfiguration.decode(own, allowPrivateWebhooks: true)
+        } catch {
+            throw CLIError(lines: error.errors.map { file.describe(pointer: $0.pointer, detail: $0.detail) })
+        }
+
+        let app = try client.send("GET", "/v1/apps/\(file.appID)")
+        let appExists: Bool
+        var current = AppConfiguration(categories: [], rules: [])
+        var etag = current.etag
+        var settingsBody = JSONObject()
+        var settingsChanges: [String] = []
+        switch app.status {
+        case 200:
+            appExists = true
+            let read = try client.send("GET", "/v1/apps/\(file.appID)/config")
+            guard read.status == 200, let json = read.json, let tag = read.headers["etag"] else {
+                throw CLIError("GET /v1/apps/\(file.appID)/config answered \(read.status): \(read.problemDetail)")
+            }
+            do {
+                current = try AppConfiguration.decode(json, allowPrivateWebhooks: true)
+            } catch {
+                throw CLIError("the server's configuration of \(file.appID) could not be read: \(error.detail)")
+            }
+            etag = tag
+            (settingsBody, settingsChanges) = compare(settings, with: app.json?.objectValue ?? [:], options: options)
+        case 404:
+            appExists = false
+            settingsBody = settings
+            settingsBody["id"] = .string(file.appID)
+            settingsChanges = compare(settings, with: [:], options: options).1
+            if settingsBody["name"] == nil || settingsBody["name"] == .null {
+                settingsBody["name"] = .string(file.appID)
+            }
+        default:
+            throw CLIError("GET /v1/apps/\(file.appID) answered \(app.status): \(app.problemDetail)")
+        }
+
+        var plan = ApplyPlan(
+            file: file, appExists: appExists, settingsBody: settingsBody, settingsChanges: settingsChanges,
+            body: own, etag: etag, created: [], changed: [], deleted: [], kept: [])
+        var sentCategories = file.categories
+        var sentRules = file.rules
+        func compareItems(
+            kind: String, desired: [(String, JSONValue)], current: [(String, JSONValue)], keep: (String) -> Void
+        ) throws {
+            let before = Dictionary(current, uniquingKeysWith: { first, _ in first })
+            let wanted = Set(desired.map(\.0))
+            for (id, json) in desired {
+                guard let old = before[id] else {
+                    plan.created.append(Item(kind: kind, id: id))
+                    continue
+                }
+                if old.canonicalText != json.canonicalText {
+                    let diff = LineDiff.lines(from: try YAMLWriter.text(old), to: try YAMLWriter.text(json))
+                    plan.changed.append(Item(kind: kind, id: id, diff: diff))
+                }
+            }
+            for (id, _) in current where !wanted.contains(id) {
+                if options.prune {
+                    plan.deleted.append(Item(kind: kind, id: id))
+                } else {
+                    plan.kept.append(Item(kind: kind, id: id))
+                    keep(id)
+                }
+            }
+        }
+        try compareItems(
+            kind: "category", desired: desired.categories.map { ($0.id, $0.json) },
+            current: current.categories.map { ($0.id, $0.json) },
+            keep: { id in sentCategories += current.categories.filter { $0.id == id }.map(\.json) })
+        try compareItems(
+            kind: "rule", desired: desired.rules.map { ($0.id, $0.json) },
+            current: current.rules.map { ($0.id, $0.json) },
+            keep: { id in sentRules += current.rules.filter { $0.id == id }.map(\.json) })
+        plan.body = .object(["categories": .array(sentCategories), "rules": .array(sentRules)])
+        return plan
+    }
+
+    /// The PATCH body and the readable changes that bring the server's settings to the file's.
+    static func compare(_ file: JSONObject, with server: JSONObject, options: ApplyOptions) -> (JSONObject, [String]) {
+        var patch = JSONObject()
+        var changes: [String] = []
+        func shown(_ value: JSONValue?) -> String {
+            guard let value, !value.isNull else { return "none" }
+            return value.stringValue ?? value.jsonText
+        }
+        if let name = file["name"], !name.isNull, name != server["name"] {
+            patch["name"] = name
+            changes.append("name: \(shown(server["name"])) → \(shown(name))")
+        }
+        if let rate = file["rateLimitPerSecond"], rate.intValue != server["rateLimitPerSecond"]?.intValue {
+            patch["rateLimitPerSecond"] = rate
+            changes.append("rateLimitPerSecond: \(shown(server["rateLimitPerSecond"])) → \(shown(rate))")
+        }
+        let endpoints: [(key: String, compared: [String], secret: String, defaults: [String: String])] = [
+            ("webhook", ["url"], "secret", [:]),
+            ("apns", ["teamId", "keyId", "topic", "environment"], "privateKey", ["environment": "production"]),
+        ]
+        for endpoint in endpoints {
+            guard let wanted = file[endpoint.key] else { continue }
+            let existing = server[endpoint.key]?.objectValue
+            guard let object = wanted.objectValue else {
+                if wanted.isNull && existing != nil {
+                    patch[endpoint.key] = .null
+                    changes.append("\(endpoint.key): removed")
+                }
+                continue
+            }
+            var differing: [String] = []
+            for field in endpoint.compared {
+                let value = object[field]?.stringValue ?? endpoint.defaults[field]
+                if existing == nil || value != existing?[field]?.stringValue {
+                    differing.append("\(endpoint.key).\(field): \(shown(existing?[field])) → \(value ?? "none")")
+                }
+            }
+            let unknown = object.keys.filter { !endpoint.compared.contains($0) && $0 != endpoint.secret }
+            if !differing.isEmpty || !unknown.isEmpty {
+                patch[endpoint.key] = wanted
+                changes += differing
+                if object[endpoint.secret] != nil {
+                    changes.append("\(endpoint.key).\(endpoint.secret): from the environment")
+                }
+            } else if options.writeSecrets, let secret = object[endpoint.secret] {
+                patch[endpoint.key] = .object([endpoint.secret: secret])
+                changes.append("\(endpoint.key).\(endpoint.secret): from the environment")
+            }
+        }
+        return (patch, changes)
+    }
+
+    /// The plan in words: one line per change, a changed item followed by its diff.
+    public var lines: [String] {
+        var lines = ["app \(file.appID) (\(file.path))"]
+        if !appExists { lines.append("  + app \(file.appID) (created)") }
+        // A new app's settings are set, not changed.
+        for change in settingsChanges { lines.append((appExists ? "  ~ setting " : "  + setting ") + change) }
+        for item in created { lines.append("  + \(item.kind) \(item.id)") }
+        for item in changed {
+            lines.append("  ~ \(item.kind) \(item.id)")
+            lines += item.diff.map { "      " + $0 }
+        }
+        for item in deleted { lines.append("  - \(item.kind) \(item.id)") }
+        for item in kept {
+            lines.append("  = \(item.kind) \(item.id) kept: on the server, not in the file (--prune deletes it)")
+        }
+        if hasChanges {
+            lines.append(
+                "  \(created.count + (appExists ? 0 : 1)) to create, \(changed.count + (appExists ? settingsChanges.count : 0)) "
+                    + "to change, \(deleted.count) to delete")
+        } else {
+            lines.append("  no changes")
+        }
+        return lines
+    }
+
+    /// Checks the plan's categories and rules on the server (`dryRun=true`, under `If-Match`) without
+    /// changing anything: what only the server knows (which webhook targets it allows, whether the
+    /// configuration changed since it was read) is reported as ``execute(client:console:)`` would.
+    public func check(client: AdminClient) throws {
+        guard appExists && configurationChanges else { return }
+        try check(
+            client.send(
+                "PUT", "/v1/apps/\(file.appID)/config?dryRun=true", body: body, headers: [("If-Match", etag)]))
+    }
+
+    /// Carries the plan out: the configuration is checked on the server first (with the tag it was read
+    /// at), then the app's settings are written, then its categories and rules replaced in one transaction
+    /// under `If-Match`, so a configuration another writer changed since the plan was made is refused.
+    public func execute(client: AdminClient, console: Console) throws {
+        guard hasChanges else { return }
+        let path = "/v1/apps/\(file.appID)"
+        try check(client: client)
+        if !appExists {
+            let created = try client.send("POST", "/v1/apps", body: .object(settingsBody))
+            try check(created, expected: 201)
+            if let key = created.json?.objectValue?["ingestKey"]?.objectValue,
+                let id = key["id"]?.stringValue, let secret = key["secret"]?.stringValue
+            {
+                console.line(
+                    "created app \(file.appID); its ingest key \(id) (the secret is shown only now): \(secret)")
+            }
+            if let generated = created.json?.objectValue?["webhookSecret"]?.stringValue {
+                console.line("a webhook signing secret was generated (shown only now): \(generated)")
+            }
+        } else if !settingsChanges.isEmpty {
+            try check(client.send("PATCH", path, body: .object(settingsBody)))
+        }
+        if configurationChanges {
+            let answer = try client.send("PUT", path + "/config", body: body, headers: [("If-Match", etag)])
+            try check(answer)
+            console.line("applied app \(file.appID): configuration \(answer.headers["etag"] ?? "")")
+        } else {
+            console.line("applied app \(file.appID)")
+        }
+    }
+
+    /// Throws the server's refusal as lines naming the file, the line and the field.
+    func check(_ answer: AdminAnswer, expected: Int = 200) throws {
+        if answer.status == expected { return }
+        switch answer.status {
+        case 412:
+            throw CLIError(
+                "app \(file.appID): the configuration changed on the server since it was read (412); "
+                    + "nothing was applied; run apply again to see the new plan")
+        case 404:
+            throw CLIError("app \(file.appID) does not exist (it was deleted since the plan was made)")
+        case 400 where !answer.fieldErrors.isEmpty, 422 where !answer.fieldErrors.isEmpty:
+            throw CLIError(lines: answer.fieldErrors.map { file.describe(pointer: $0.pointer, detail: $0.detail) })
+        default:
+            throw CLIError("app \(file.appID): the server answered \(answer.status): \(answer.problemDetail)")
+        }
+    }
+}
