@@ -14,6 +14,7 @@ struct APIContext: Sendable {
     let responses: ResponseStore
     let followUps: FollowUpStore
     let adminTokens: AdminTokenStore
+    let stats: StatsStore
     let auth: Authenticator
     let cache: AppCache
     let limits: IngestLimits
@@ -38,6 +39,7 @@ struct APIContext: Sendable {
         responses = ResponseStore(pool: pool)
         followUps = FollowUpStore(pool: pool)
         adminTokens = AdminTokenStore(pool: pool)
+        stats = StatsStore(pool: pool)
         self.cache = cache
         auth = Authenticator(
             bootstrapToken: configuration.adminToken, adminTokens: adminTokens, apps: apps, cache: cache)
