@@ -9,7 +9,7 @@ struct ActionHookCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "actionhook",
         abstract: "Turns replies to actionable push notifications into backend actions.",
-        subcommands: [Serve.self, Migrate.self, Version.self],
+        subcommands: [Serve.self, Migrate.self, Version.self, Inbox.self],
         defaultSubcommand: Serve.self)
 }
 
