@@ -23,7 +23,7 @@ export function render(context) {
   );
   // The follow-up whose action waits for confirmation: the list is not redrawn under the operator.
   let confirming = null;
-  let lastKey = "";
+  let lastKey = null;
 
   function actions(followUp) {
     const cell = h("td", { class: "actions" });
@@ -46,12 +46,12 @@ export function render(context) {
           context.error(error);
         }
         confirming = null;
-        lastKey = "";
+        lastKey = null;
         refresh();
       });
       no.addEventListener("click", () => {
         confirming = null;
-        lastKey = "";
+        lastKey = null;
         refresh();
       });
       replace(cell, h("span", { class: "confirm-question" }, canRetry ? "Send it again? " : "Never send it? "), yes, no);
@@ -90,7 +90,7 @@ export function render(context) {
   }
   status.addEventListener("change", () => {
     confirming = null;
-    lastKey = "";
+    lastKey = null;
     refresh();
   });
   refresh();

@@ -80,7 +80,7 @@ export function render(context) {
   );
   const feed = h("tbody", { id: "reply-feed" });
   const updated = h("p", { class: "muted", id: "feed-updated" });
-  const detail = h("div", { id: "reply-detail", class: "detail" });
+  const detail = h("div", { id: "reply-detail", class: "detail" }, h("p", { class: "muted" }, "Select a reply to see its text, userInfo, rule and follow-ups."));
   replace(
     context.container,
     h("h1", {}, "Replies"),
@@ -104,7 +104,7 @@ export function render(context) {
   );
 
   let selected = null;
-  let lastKey = "";
+  let lastKey = null;
   let lastDetail = "";
 
   async function openDetail(id) {
@@ -194,7 +194,7 @@ export function render(context) {
 
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    lastKey = "";
+    lastKey = null;
     refresh();
   });
   refresh();
