@@ -31,7 +31,8 @@ public final class WebhookInbox: Sendable {
             let head = "webhook \(id ?? "(no webhook-id)") at \(timestamp ?? "(no timestamp)") on \(path): \(verdict)"
             let text: String
             if let object = try? JSONSerialization.jsonObject(with: Data(body)),
-                let pretty = try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+                let pretty = try? JSONSerialization.data(
+                    withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
             {
                 text = String(decoding: pretty, as: UTF8.self)
             } else {
@@ -60,10 +61,13 @@ public final class WebhookInbox: Sendable {
             }
             onDelivery(
                 Delivery(
-                    path: request.path, id: request.headers["webhook-id"], timestamp: request.headers["webhook-timestamp"],
+                    path: request.path, id: request.headers["webhook-id"],
+                    timestamp: request.headers["webhook-timestamp"],
                     failure: failure, body: request.body))
-            return failure == nil ? .noContent : .problem(
-                ProblemDetails(status: 401, title: "Unauthorized", detail: "The webhook signature is not valid."))
+            return failure == nil
+                ? .noContent
+                : .problem(
+                    ProblemDetails(status: 401, title: "Unauthorized", detail: "The webhook signature is not valid."))
         }
         // Any path: the app's webhook URL may carry one.
         for pattern in ["/", "/{a}", "/{a}/{b}", "/{a}/{b}/{c}", "/{a}/{b}/{c}/{d}"] {

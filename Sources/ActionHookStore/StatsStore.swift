@@ -69,46 +69,12 @@ public struct StatsStore: Sendable {
         let end = (Int(now.timeIntervalSince1970) / bucket + 1) * bucket
         let until = Date(timeIntervalSince1970: TimeInterval(end))
         let since = Date(timeIntervalSince1970: TimeInterval(end - window.seconds))
-        let statuses = FollowUpStatus.allCases.map(\.rawValue)
-        let deadLimit = Self.deadLetterCountLimit + 1
-
+        let queries = Self.queries(appID: appID, since: since, until: until, bucketSeconds: bucket)
         let (replyRows, followUpRows, latencyRows, deadRows) = try pool.withConnection { connection in
-            let replies = try connection.query(
-                """
-                SELECT floor(extract(epoch FROM received_at - \(since)::timestamptz) / \(bucket))::bigint AS bucket,
-                    outcome, count(*)::bigint AS n
-                FROM responses
-                WHERE app_id = \(appID) AND received_at >= \(since) AND received_at < \(until)
-                GROUP BY 1, 2
-                """)
-            // One index range per status: (app_id, status, created_at) serves each count directly.
-            let followUps = try connection.query(
-                """
-                SELECT s.status, (
-                    SELECT count(*) FROM followups
-                    WHERE app_id = \(appID) AND status = s.status AND created_at >= \(since) AND created_at < \(until)
-                )::bigint AS n
-                FROM unnest(\(statuses)::text[]) AS s(status)
-                """)
-            let latency = try connection.query(
-                """
-                SELECT floor(extract(epoch FROM f.created_at - \(since)::timestamptz) / \(bucket))::bigint AS bucket,
-                    count(*)::bigint AS n,
-                    round(avg(greatest(0, extract(epoch FROM a.finished_at - f.due_at) * 1000)))::bigint AS avg_ms,
-                    round(max(greatest(0, extract(epoch FROM a.finished_at - f.due_at) * 1000)))::bigint AS max_ms
-                FROM followups f
-                JOIN delivery_attempts a ON a.app_id = f.app_id AND a.followup_id = f.id AND a.result = 'delivered'
-                WHERE f.app_id = \(appID) AND f.status = 'delivered'
-                    AND f.created_at >= \(since) AND f.created_at < \(until)
-                GROUP BY 1
-                """)
-            let dead = try connection.query(
-                """
-                SELECT count(*)::bigint AS n FROM (
-                    SELECT 1 FROM followups WHERE app_id = \(appID) AND status = 'dead' LIMIT \(deadLimit)
-                ) AS d
-                """)
-            return (replies, followUps, latency, dead)
+            (
+                try connection.query(queries.replies), try connection.query(queries.followUps),
+                try connection.query(queries.latency), try connection.query(queries.deadLetters)
+            )
         }
 
         var series = (0..<(window.seconds / bucket)).map { index in
@@ -137,5 +103,46 @@ public struct StatsStore: Sendable {
         return AppStats(
             window: window, since: since, until: until, replies: replies, followUps: followUps,
             deadLetters: min(dead, Self.deadLetterCountLimit), series: series)
+    }
+
+    /// The four statements behind ``stats(appID:window:now:)``, each bound to one app and window.
+    static func queries(appID: String, since: Date, until: Date, bucketSeconds bucket: Int) -> (
+        replies: PostgresQuery, followUps: PostgresQuery, latency: PostgresQuery, deadLetters: PostgresQuery
+    ) {
+        let statuses = FollowUpStatus.allCases.map(\.rawValue)
+        let deadLimit = Self.deadLetterCountLimit + 1
+        let replies: PostgresQuery = """
+            SELECT floor(extract(epoch FROM received_at - \(since)::timestamptz) / \(bucket))::bigint AS bucket,
+                outcome, count(*)::bigint AS n
+            FROM responses
+            WHERE app_id = \(appID) AND received_at >= \(since) AND received_at < \(until)
+            GROUP BY 1, 2
+            """
+        // One index range per status: (app_id, status, created_at) serves each count directly.
+        let followUps: PostgresQuery = """
+            SELECT s.status, (
+                SELECT count(*) FROM followups
+                WHERE app_id = \(appID) AND status = s.status AND created_at >= \(since) AND created_at < \(until)
+            )::bigint AS n
+            FROM unnest(\(statuses)::text[]) AS s(status)
+            """
+        // Latency runs from the time a follow-up was due to the end of the attempt that delivered it.
+        let latency: PostgresQuery = """
+            SELECT floor(extract(epoch FROM f.created_at - \(since)::timestamptz) / \(bucket))::bigint AS bucket,
+                count(*)::bigint AS n,
+                round(avg(greatest(0, extract(epoch FROM a.finished_at - f.due_at) * 1000)))::bigint AS avg_ms,
+                round(max(greatest(0, extract(epoch FROM a.finished_at - f.due_at) * 1000)))::bigint AS max_ms
+            FROM followups f
+            JOIN delivery_attempts a ON a.app_id = f.app_id AND a.followup_id = f.id AND a.result = 'delivered'
+            WHERE f.app_id = \(appID) AND f.status = 'delivered'
+                AND f.created_at >= \(since) AND f.created_at < \(until)
+            GROUP BY 1
+            """
+        let deadLetters: PostgresQuery = """
+            SELECT count(*)::bigint AS n FROM (
+                SELECT 1 FROM followups WHERE app_id = \(appID) AND status = 'dead' LIMIT \(deadLimit)
+            ) AS d
+            """
+        return (replies, followUps, latency, deadLetters)
     }
 }

@@ -40,7 +40,8 @@ struct Inbox: ParsableCommand {
         do {
             try inbox.start()
         } catch {
-            FileHandle.standardError.write(Data("actionhook inbox: could not listen on \(host):\(port): \(error)\n".utf8))
+            FileHandle.standardError.write(
+                Data("actionhook inbox: could not listen on \(host):\(port): \(error)\n".utf8))
             throw ExitCode.failure
         }
         FileHandle.standardOutput.write(Data("actionhook inbox: listening on http://\(host):\(inbox.port)/\n".utf8))

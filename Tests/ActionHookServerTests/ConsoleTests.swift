@@ -4,8 +4,8 @@ import Foundation
 import Logging
 import MicroHTTPD
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// The console's files and their headers, the stats route behind its overview, and the inbox.
 @Suite("Console, stats and inbox")
@@ -15,7 +15,9 @@ struct ConsoleTests: ResponseHelpers {
     @Test("the page and every asset carry the strict policy, frame and referrer headers; no secret is in them")
     func consoleHeaders() throws {
         let api = try TestAPI()
-        for path in ["/console", "/console/", "/console/app.js", "/console/style.css", "/console/replies.js", "/console/nope.js"] {
+        for path in [
+            "/console", "/console/", "/console/app.js", "/console/style.css", "/console/replies.js", "/console/nope.js",
+        ] {
             let response = try HTTPTestClient(port: api.port).request("GET", path)
             let csp = try #require(response.headers["content-security-policy"], "\(path) has no CSP")
             #expect(csp.hasPrefix(Self.csp), "\(path): \(csp)")
@@ -48,7 +50,10 @@ struct ConsoleTests: ResponseHelpers {
     @Test("the scripts never parse data as HTML")
     func scriptsInsertTextOnly() throws {
         let api = try TestAPI()
-        for name in ["app.js", "api.js", "dom.js", "chart.js", "overview.js", "replies.js", "followups.js", "rules.js", "categories.js"] {
+        for name in [
+            "app.js", "api.js", "dom.js", "chart.js", "overview.js", "replies.js", "followups.js", "rules.js",
+            "categories.js",
+        ] {
             let script = try HTTPTestClient(port: api.port).request("GET", "/console/\(name)")
             #expect(script.status == 200, "\(name)")
             for sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"] {
@@ -70,7 +75,8 @@ struct ConsoleTests: ResponseHelpers {
             #expect(try api.admin("POST", "/v1/apps/stats-app/rules", json: rule).status == 201)
         }
         for (index, action) in ["accept", "accept", "decline", "other"].enumerated() {
-            let response = try api.ingest(key: key, json: #"{"actionIdentifier":"\#(action)","responseId":"s\#(index)"}"#)
+            let response = try api.ingest(
+                key: key, json: #"{"actionIdentifier":"\#(action)","responseId":"s\#(index)"}"#)
             #expect(response.status == 202)
         }
         // Another app's replies never count here.
@@ -121,7 +127,8 @@ struct ConsoleTests: ResponseHelpers {
         #expect(
             try api.admin(
                 "POST", "/v1/apps/latency-app/rules",
-                json: #"{"id":"acc","priority":1,"handler":{"type":"accept"},"followUps":[{"channel":"webhook","url":"https://hooks.example.com/a","body":{}}]}"#
+                json:
+                    #"{"id":"acc","priority":1,"handler":{"type":"accept"},"followUps":[{"channel":"webhook","url":"https://hooks.example.com/a","body":{}}]}"#
             ).status == 201)
         #expect(try api.ingest(key: key, json: #"{"actionIdentifier":"accept","responseId":"l1"}"#).status == 202)
         _ = try api.query(
@@ -172,7 +179,8 @@ struct ConsoleTests: ResponseHelpers {
             if let signature { headers.append(("webhook-signature", signature)) }
             return try HTTPTestClient(port: inbox.port).request("POST", "/hook", headers: headers, json: body)
         }
-        let good = try #require(WebhookSignature.sign(id: "msg_1", timestamp: now, body: Array(body.utf8), secret: secret))
+        let good = try #require(
+            WebhookSignature.sign(id: "msg_1", timestamp: now, body: Array(body.utf8), secret: secret))
         #expect(try send(id: "msg_1", timestamp: now, signature: "v1,bm90LWl0 " + good).status == 204)
         let forged = try #require(
             WebhookSignature.sign(id: "msg_2", timestamp: now, body: Array(body.utf8), secret: Hooks.newSecret()))
@@ -205,7 +213,8 @@ struct ConsoleTests: ResponseHelpers {
         let api = try TestAPI(configure: Hooks.worker)
         let key = try Hooks.createApp(api, "inbox-app", url: "http://127.0.0.1:\(inbox.port)/", secret: secret)
         try Hooks.saveRule(
-            api, app: "inbox-app", #"{"id":"all","priority":1,"handler":{"type":"record"},"followUps":[{"channel":"webhook"}]}"#)
+            api, app: "inbox-app",
+            #"{"id":"all","priority":1,"handler":{"type":"record"},"followUps":[{"channel":"webhook"}]}"#)
         let (_, followUps) = try Hooks.ingest(api, key: key, #"{"actionIdentifier":"open","responseId":"i1"}"#)
         let id = try #require(followUps.first)
         try await Hooks.waitFor(api, id, status: "delivered")

@@ -25,7 +25,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException

@@ -56,7 +56,9 @@ extension WebhookSignature {
         // A hostile timestamp may be any 64-bit number: the difference must not overflow.
         let (difference, overflow) = Int(now.timeIntervalSince1970).subtractingReportingOverflow(seconds)
         guard !overflow, difference.magnitude <= toleranceSeconds.magnitude else { throw .timestampOutOfTolerance }
-        guard let expected = sign(id: id, timestamp: seconds, body: body, secret: secret) else { throw .malformedSecret }
+        guard let expected = sign(id: id, timestamp: seconds, body: body, secret: secret) else {
+            throw .malformedSecret
+        }
         let expectedBytes = Array(expected.utf8)
         // Every entry is compared, so the time taken does not tell which one came close.
         var matched = false

@@ -5,21 +5,24 @@ import MicroHTTPD
 /// `GET /v1/apps/{app}/stats`: an app's replies, follow-ups and delivery latency over the last hour or day.
 extension APIContext {
     func registerStatsRoutes(in router: inout Router) {
-        router.add(.get, "/v1/apps/{app}/stats", appAdmin { request, appID in
-            var window = StatsWindow.hour
-            if let text = request.queryValue("window"), !text.isEmpty {
-                guard let value = StatsWindow(rawValue: text) else {
-                    throw APIError.badRequest("The window query parameter must be 1h or 24h.")
+        router.add(
+            .get, "/v1/apps/{app}/stats",
+            appAdmin { request, appID in
+                var window = StatsWindow.hour
+                if let text = request.queryValue("window"), !text.isEmpty {
+                    guard let value = StatsWindow(rawValue: text) else {
+                        throw APIError.badRequest("The window query parameter must be 1h or 24h.")
+                    }
+                    window = value
                 }
-                window = value
-            }
-            return .json(200, Self.statsJSON(try stats.stats(appID: appID, window: window), appID: appID))
-        })
+                return .json(200, Self.statsJSON(try stats.stats(appID: appID, window: window), appID: appID))
+            })
     }
 
     static func statsJSON(_ stats: AppStats, appID: String) -> JSONValue {
         func counts(_ values: [String: Int]) -> JSONValue {
-            .object(JSONObject(values.sorted { $0.key < $1.key }.map { (key: $0.key, value: JSONValue.integer($0.value)) }))
+            .object(
+                JSONObject(values.sorted { $0.key < $1.key }.map { (key: $0.key, value: JSONValue.integer($0.value)) }))
         }
         let series: [JSONValue] = stats.series.map { bucket in
             .object([
