@@ -364,6 +364,21 @@ def run(driver, receiver, key):
     check(dom["handlers"] == 0 and dom["jsLinks"] == 0, f"event handlers or javascript: links in the DOM: {dom}")
     c.check_logs("hostile reply")
 
+    # 8b. The feed's filters: by outcome, then by subject.
+    Select(c.one("#filter-outcome")).select_by_value("accepted")
+    c.one("#reply-filters button[type='submit']").click()
+    c.wait(lambda d: [r.get_attribute("data-id") for r in d.find_elements(By.CSS_SELECTOR, "#reply-feed tr[data-id]")]
+           == [accepted["id"]], "only the accepted reply under the outcome filter")
+    Select(c.one("#filter-outcome")).select_by_value("")
+    c.one("#filter-subject").send_keys(HOSTILE_INFO["eventId"])
+    c.one("#reply-filters button[type='submit']").click()
+    c.wait(lambda d: [r.get_attribute("data-id") for r in d.find_elements(By.CSS_SELECTOR, "#reply-feed tr[data-id]")]
+           == [hostile["id"]], "only the hostile reply under the subject filter")
+    c.one("#filter-subject").clear()
+    c.one("#reply-filters button[type='submit']").click()
+    c.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#reply-feed tr[data-id]")) == 2, "both replies without filters")
+    c.check_logs("filters")
+
     # 9. Every page at desktop and phone width, fitting the phone's width.
     for width, height, label in (DESKTOP + ("desktop",), PHONE + ("phone",)):
         driver.set_window_size(width, height)
@@ -410,7 +425,7 @@ def main():
         if driver is not None:
             driver.quit()
         receiver.stop()
-    print(f"console-test: OK: 10 scenarios, {shots} screenshots in {SHOTS}")
+    print(f"console-test: OK: 11 scenarios, {shots} screenshots in {SHOTS}")
     return 0
 
 
