@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -187,7 +187,10 @@ class Console:
 
     def wait(self, condition, what, timeout=WAIT):
         try:
-            return WebDriverWait(self.driver, timeout, poll_frequency=0.2).until(lambda d: condition(d))
+            # The pages redraw lists as they poll, so an element found a moment ago may be gone: look again.
+            return WebDriverWait(
+                self.driver, timeout, poll_frequency=0.2, ignored_exceptions=[StaleElementReferenceException]
+            ).until(lambda d: condition(d))
         except TimeoutException:
             self.shoot("timeout")
             raise Failure(f"timed out after {timeout:.0f}s waiting for {what}") from None
@@ -197,6 +200,16 @@ class Console:
 
     def one(self, selector, what=None):
         return self.wait(lambda d: (d.find_elements(By.CSS_SELECTOR, selector) or [None])[0], what or selector)
+
+    def click(self, selector, what=None):
+        """Clicks the first match, looking again when a redraw replaced it between finding and clicking."""
+        def attempt(d):
+            found = d.find_elements(By.CSS_SELECTOR, selector)
+            if not found:
+                return False
+            found[0].click()
+            return True
+        self.wait(attempt, what or selector)
 
     def js(self, script, *args):
         return self.driver.execute_script(script, *args)
@@ -234,7 +247,7 @@ def run(driver, receiver, key):
     # 1. A wrong token: an error, and no data at all.
     c.allowed_401 = True
     c.one("#token-input").send_keys("not-the-admin-token")
-    c.one("#login-button").click()
+    c.click("#login-button")
     error = c.wait(lambda d: d.find_element(By.ID, "login-error").is_displayed() and d.find_element(By.ID, "login-error"),
                    "the sign-in error")
     check("refused" in error.text, f"the sign-in error says {error.text!r}")
@@ -248,7 +261,7 @@ def run(driver, receiver, key):
 
     # 2. The right token: kept in sessionStorage only, never in the URL or a cookie.
     c.one("#token-input").send_keys(ADMIN)
-    c.one("#login-button").click()
+    c.click("#login-button")
     c.one(f".app-card[data-app='{APP}']", "the overview's app card")
     check(ADMIN not in driver.current_url, "the token is in the URL")
     check(c.js("return document.cookie") == "", "the console set a cookie")
@@ -266,11 +279,11 @@ def run(driver, receiver, key):
                             "userInfo": {"aps": {"category": "event-invite", "alert": {"title": "Team lunch", "body": "Friday at noon"}},
                                          "eventId": "42"}})
     followup = accepted["followUps"][0]["id"]
-    row = c.one(f"#reply-feed tr[data-id='{accepted['id']}']", "the new reply in the feed")
+    c.one(f"#reply-feed tr[data-id='{accepted['id']}']", "the new reply in the feed")
     check(c.js("return window.__sameDocument === true"), "the page was reloaded")
 
     # 4. Its detail: the matched rule, and the follow-up's attempts as they happen (two failures → dead).
-    row.click()
+    c.click(f"#reply-feed tr[data-id='{accepted['id']}']")
     c.wait(lambda d: text_of(d.find_element(By.CSS_SELECTOR, "#reply-detail .matched-rule")) == "invite-accept"
            if d.find_elements(By.CSS_SELECTOR, "#reply-detail .matched-rule") else False, "the matched rule in the detail")
     c.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, f"#reply-detail .followup[data-id='{followup}'][data-status='dead'] tr.attempt")) == 2,
@@ -283,15 +296,15 @@ def run(driver, receiver, key):
     # 5. Retried from the follow-ups page, after a confirmation, and delivered.
     c.go("followups")
     Select(c.one("#followup-status")).select_by_value("dead")
-    c.one(f".followup-row[data-id='{followup}'][data-status='dead'] button.retry", "the dead follow-up's retry button").click()
+    c.click(f".followup-row[data-id='{followup}'][data-status='dead'] button.retry", "the dead follow-up's retry button")
     check(len(receiver.requests) == 2, f"the receiver saw {len(receiver.requests)} requests before the retry was confirmed")
-    c.one(f".followup-row[data-id='{followup}'] button.confirm", "the confirmation").click()
+    c.click(f".followup-row[data-id='{followup}'] button.confirm", "the confirmation")
     Select(c.one("#followup-status")).select_by_value("")
     c.one(f".followup-row[data-id='{followup}'][data-status='delivered']", "the retried follow-up delivered")
     check([r["status"] for r in receiver.requests] == [500, 500, 204], f"the receiver answered {receiver.requests}")
     check(all(r["valid"] and r["id"] == followup for r in receiver.requests), f"deliveries: {receiver.requests}")
     c.go("replies")
-    c.one(f"#reply-feed tr[data-id='{accepted['id']}']").click()
+    c.click(f"#reply-feed tr[data-id='{accepted['id']}']")
     c.one(f"#reply-detail .followup[data-id='{followup}'] tr.attempt.result-delivered", "the delivered attempt in the detail")
     c.check_logs("retry")
 
@@ -304,7 +317,7 @@ def run(driver, receiver, key):
     body = c.one("#dryrun-body")
     c.js("arguments[0].value = arguments[1]", body, json.dumps(
         {"actionIdentifier": "accept", "userInfo": {"aps": {"category": "event-invite"}, "eventId": "7"}}))
-    c.one("#dryrun-run").click()
+    c.click("#dryrun-run")
     matched = c.one("#dryrun-result .matched-rule", "the dry run's matched rule")
     check(text_of(matched) == "invite-accept", f"the dry run matched {text_of(matched)!r}")
     check(len(api("GET", f"/v1/apps/{APP}/responses")["items"]) == stored, "the dry run stored a response")
@@ -328,7 +341,7 @@ def run(driver, receiver, key):
     # 8. Hostile reply text and userInfo are shown as text and run nothing.
     hostile = ingest(key, {"actionIdentifier": "comment", "userText": HOSTILE_TEXT, "userInfo": HOSTILE_INFO})
     c.go("replies")
-    c.one(f"#reply-feed tr[data-id='{hostile['id']}']", "the hostile reply in the feed").click()
+    c.click(f"#reply-feed tr[data-id='{hostile['id']}']", "the hostile reply in the feed")
     shown = c.wait(lambda d: (d.find_elements(By.CSS_SELECTOR, "#reply-detail .user-text") or [None])[0]
                    if d.find_elements(By.CSS_SELECTOR, f"#reply-detail h2 code") and
                    text_of(d.find_element(By.CSS_SELECTOR, "#reply-detail h2 code")) == hostile["id"] else None,
@@ -343,7 +356,7 @@ def run(driver, receiver, key):
            == HOSTILE_INFO["aps"]["alert"]["title"] if d.find_elements(By.CSS_SELECTOR, ".phone-preview .notif-title") else False,
            "the hostile alert title as text")
     c.go("replies")
-    c.one(f"#reply-feed tr[data-id='{hostile['id']}']").click()
+    c.click(f"#reply-feed tr[data-id='{hostile['id']}']")
     c.one("#reply-detail .user-text")
     # Give anything injected the time to run (an image's error handler, a timer) before looking.
     time.sleep(1.5)
@@ -366,16 +379,16 @@ def run(driver, receiver, key):
 
     # 8b. The feed's filters: by outcome, then by subject.
     Select(c.one("#filter-outcome")).select_by_value("accepted")
-    c.one("#reply-filters button[type='submit']").click()
+    c.click("#reply-filters button[type='submit']")
     c.wait(lambda d: [r.get_attribute("data-id") for r in d.find_elements(By.CSS_SELECTOR, "#reply-feed tr[data-id]")]
            == [accepted["id"]], "only the accepted reply under the outcome filter")
     Select(c.one("#filter-outcome")).select_by_value("")
     c.one("#filter-subject").send_keys(HOSTILE_INFO["eventId"])
-    c.one("#reply-filters button[type='submit']").click()
+    c.click("#reply-filters button[type='submit']")
     c.wait(lambda d: [r.get_attribute("data-id") for r in d.find_elements(By.CSS_SELECTOR, "#reply-feed tr[data-id]")]
            == [hostile["id"]], "only the hostile reply under the subject filter")
     c.one("#filter-subject").clear()
-    c.one("#reply-filters button[type='submit']").click()
+    c.click("#reply-filters button[type='submit']")
     c.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#reply-feed tr[data-id]")) == 2, "both replies without filters")
     c.check_logs("filters")
 
@@ -388,7 +401,7 @@ def run(driver, receiver, key):
             c.go(page)
             c.one(ready, f"the {page} page's content at {label} width")
             if page == "replies":
-                c.one(f"#reply-feed tr[data-id='{accepted['id']}']").click()
+                c.click(f"#reply-feed tr[data-id='{accepted['id']}']")
                 c.one(f"#reply-detail .followup[data-id='{followup}']")
             time.sleep(0.3)
             c.shoot(f"{page}-{label}")
@@ -420,6 +433,11 @@ def main():
         shots = run(driver, receiver, key)
     except Failure as failure:
         print(f"console-test: FAILED: {failure}", file=sys.stderr)
+        return 1
+    except WebDriverException as error:
+        print(f"console-test: FAILED: the browser: {error.msg}", file=sys.stderr)
+        if driver is not None:
+            Console(driver).shoot("webdriver-error")
         return 1
     finally:
         if driver is not None:
