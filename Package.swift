@@ -92,6 +92,16 @@ let package = Package(
             ]
         ),
 
+        // The operator's console: static HTML, CSS and JavaScript modules, and the routes that serve them.
+        // The files are SwiftPM resources rather than Swift string literals so that they stay plain files
+        // that editors, linters and the browser test read as they are; they ship beside the binary in its
+        // resource bundle, as the migrations do (the Dockerfile copies every *.resources bundle).
+        .target(
+            name: "ActionHookConsole",
+            dependencies: ["MicroHTTPD"],
+            resources: [.copy("Assets")]
+        ),
+
         // Routes, authentication, configuration and wiring.
         .target(
             name: "ActionHookServer",
@@ -102,6 +112,7 @@ let package = Package(
                 "ActionHookCore",
                 "ActionHookStore",
                 "ActionHookDelivery",
+                "ActionHookConsole",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

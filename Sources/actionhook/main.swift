@@ -11,7 +11,8 @@ struct ActionHookCommand: ParsableCommand {
         commandName: "actionhook",
         abstract: "Turns replies to actionable push notifications into backend actions.",
         subcommands: [
-            Serve.self, Migrate.self, Version.self, Apply.self, Export.self, TestReply.self, Apps.self, Keys.self,
+            Serve.self, Migrate.self, Version.self, Inbox.self, Apply.self, Export.self, TestReply.self, Apps.self,
+            Keys.self,
         ],
         defaultSubcommand: Serve.self)
 }

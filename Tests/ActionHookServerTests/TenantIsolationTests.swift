@@ -244,6 +244,8 @@ struct TenantIsolationTests {
 
         let publicRoutes: Set<String> = [
             "POST /v1/responses", "GET /v1/categories", "GET /healthz", "GET /readyz", "GET /metrics",
+            // The console's static files: the same for everyone, holding no data (its pages call the admin API).
+            "GET /console", "GET /console/{asset}",
         ]
         let all = api.service.routes.filter { !$0.hasPrefix("HEAD ") }
         let adminRoutes = Isolation.ordered(all.filter { !publicRoutes.contains($0) }.map(Isolation.Route.init))
@@ -450,6 +452,8 @@ private enum Isolation: ResponseHelpers {
                 return Call(path: app + "/followups/\(tenant.deadFollowUpID)/retry", body: nil, expected: 200)
             case ("DELETE", "/v1/apps/{app}/followups/{followUpId}"):
                 return Call(path: app + "/followups/\(tenant.pendingFollowUpID)", body: nil, expected: 200)
+            case ("GET", "/v1/apps/{app}/stats"):
+                return Call(path: app + "/stats?window=24h", body: nil, expected: 200)
             default:
                 return nil
             }

@@ -15,6 +15,7 @@ struct APIContext: Sendable {
     let responses: ResponseStore
     let followUps: FollowUpStore
     let adminTokens: AdminTokenStore
+    let stats: StatsStore
     let auth: Authenticator
     let cache: AppCache
     let limits: IngestLimits
@@ -42,6 +43,7 @@ struct APIContext: Sendable {
         responses = ResponseStore(pool: pool)
         followUps = FollowUpStore(pool: pool)
         adminTokens = AdminTokenStore(pool: pool)
+        stats = StatsStore(pool: pool)
         self.cache = cache
         auth = Authenticator(
             bootstrapToken: configuration.adminToken, adminTokens: adminTokens, apps: apps, cache: cache)

@@ -1,0 +1,67 @@
+@testable import ActionHookStore
+import Foundation
+@testable import Postgres
+import Testing
+import TestSupport
+
+/// The stats route reads one app's window through the indexes that lead with the app, so an app's
+/// overview costs what its own recent traffic costs, however many rows other apps and older days hold.
+@Suite("Stats query plans")
+struct StatsPlanTests {
+    @Test("every stats statement reads through an app-leading index, never a whole table")
+    func statementsUseTheIndexes() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("busy-app")
+        _ = try api.createApp("quiet-app")
+        _ = try api.pool.withConnection { connection in
+            // A busy app with three days of replies and follow-ups, and a quiet one with a few.
+            try connection.execute(
+                """
+                INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier, outcome, answer, received_at)
+                SELECT CASE WHEN g % 500 = 0 THEN 'quiet-app' ELSE 'busy-app' END, gen_random_uuid(), 'k' || g,
+                    '\\x00'::bytea, 'accept', 'accepted', '{}', now() - g * interval '10 seconds'
+                FROM generate_series(1, 25000) AS g
+                """)
+            try connection.execute(
+                """
+                INSERT INTO followups (app_id, id, response_id, ordinal, channel, payload, due_at, status, created_at)
+                SELECT CASE WHEN g % 500 = 0 THEN 'quiet-app' ELSE 'busy-app' END, gen_random_uuid(), gen_random_uuid(),
+                    0, 'webhook', '{}', now(), CASE WHEN g % 7 = 0 THEN 'dead' ELSE 'delivered' END,
+                    now() - g * interval '10 seconds'
+                FROM generate_series(1, 25000) AS g
+                """)
+            try connection.execute(
+                """
+                INSERT INTO delivery_attempts (app_id, followup_id, attempt, started_at, finished_at, result, http_status,
+                    duration_ms)
+                SELECT app_id, id, 1, created_at, created_at + interval '50 milliseconds', 'delivered', 204, 50
+                FROM followups WHERE status = 'delivered'
+                """)
+            try connection.execute("ANALYZE responses")
+            try connection.execute("ANALYZE followups")
+            try connection.execute("ANALYZE delivery_attempts")
+        }
+        let until = Date()
+        let queries = StatsStore.queries(
+            appID: "quiet-app", since: until.addingTimeInterval(-86400), until: until, bucketSeconds: 900)
+        for (name, query) in [
+            ("replies", queries.replies), ("followUps", queries.followUps), ("latency", queries.latency),
+            ("deadLetters", queries.deadLetters),
+        ] {
+            let plan = try api.pool.withConnection { connection in
+                try connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + query.sql, binds: query.binds))
+                    .map { try $0.decode("QUERY PLAN", as: String.self) }.joined(separator: "\n")
+            }
+            #expect(!plan.contains("Seq Scan on responses"), "\(name) scans responses whole:\n\(plan)")
+            #expect(!plan.contains("Seq Scan on followups"), "\(name) scans followups whole:\n\(plan)")
+            #expect(
+                plan.contains("responses_history") || plan.contains("followups_by_status"),
+                "\(name) is not read through an app-leading index:\n\(plan)")
+        }
+        // The figures themselves, through the store: 25000 / 500 quiet rows, a day of them (8640 s / 10 s).
+        let stats = try StatsStore(pool: api.pool).stats(appID: "quiet-app", window: .day)
+        #expect(stats.replies["accepted"] == 17)
+        #expect(stats.deadLetters == 7)
+        #expect(stats.series.map(\.delivered).reduce(0, +) == 17 - 2)
+    }
+}

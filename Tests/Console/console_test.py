@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""The console in a real browser: headless Chromium driven by selenium against a running service.
+
+scripts/check-console.sh starts the service (worker on, loopback webhooks allowed, a one-retry
+schedule) over a fresh database and runs this with:
+
+  ACTIONHOOK_CONSOLE_BASE_URL      http://127.0.0.1:<port>
+  ACTIONHOOK_CONSOLE_ADMIN_TOKEN   the service's admin token
+  ACTIONHOOK_CONSOLE_SCREENSHOTS   where the screenshots go (.build/test-logs/console)
+
+It fails (exit 1) on the first broken expectation and on any JavaScript error, CSP violation or
+failed request the browser reports, except the 401s of the wrong-token sign-in it provokes.
+"""
+
+import base64
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import re
+import secrets
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException, WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+BASE = os.environ["ACTIONHOOK_CONSOLE_BASE_URL"].rstrip("/")
+ADMIN = os.environ["ACTIONHOOK_CONSOLE_ADMIN_TOKEN"]
+SHOTS = os.environ.get("ACTIONHOOK_CONSOLE_SCREENSHOTS", ".build/test-logs/console")
+CHROMIUM = os.environ.get("ACTIONHOOK_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("ACTIONHOOK_CHROMEDRIVER", "/usr/bin/chromedriver")
+WAIT = float(os.environ.get("ACTIONHOOK_CONSOLE_WAIT", "30"))
+
+APP = "console-app"
+DESKTOP = (1280, 900)
+PHONE = (390, 844)
+HOSTILE_TEXT = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script> javascript:window.__xss=3'
+HOSTILE_INFO = {
+    "aps": {
+        "category": "event-invite",
+        "alert": {"title": "<img src=x onerror=window.__xss=4>", "body": "<script>window.__xss=5</script>"},
+    },
+    "eventId": "<svg onload=window.__xss=6>",
+    "link": "javascript:window.__xss=7",
+    "html": "<b onmouseover=window.__xss=8>bold</b><iframe src=javascript:window.__xss=9></iframe>",
+}
+# Runs before every page script (CDP scripts are not subject to the page's CSP): records errors,
+# unhandled rejections, failed resource loads and CSP violations where the test can read them.
+ERROR_LISTENER = """
+window.__consoleErrors = [];
+window.addEventListener('error', function (e) {
+  window.__consoleErrors.push('error: ' + (e.message || (e.target && (e.target.tagName + ' ' + (e.target.src || e.target.href))) || e.type));
+}, true);
+window.addEventListener('unhandledrejection', function (e) { window.__consoleErrors.push('unhandled rejection: ' + String(e.reason)); });
+document.addEventListener('securitypolicyviolation', function (e) {
+  window.__consoleErrors.push('csp violation: ' + e.violatedDirective + ' ' + e.blockedURI);
+});
+"""
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+# --- the webhook receiver: fails the first deliveries, then accepts ----------------------------------
+class Receiver:
+    """Answers 500 to the first `failures` deliveries and 204 after; checks every signature."""
+
+    def __init__(self, secret, failures):
+        self.secret = secret
+        self.failures = failures
+        self.requests = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                valid = receiver.valid(self.headers, body)
+                with receiver.lock:
+                    index = len(receiver.requests)
+                    status = 500 if index < receiver.failures else 204
+                    receiver.requests.append({"id": self.headers.get("webhook-id"), "valid": valid, "status": status})
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hooks/console"
+
+    def valid(self, headers, body):
+        key = base64.b64decode(self.secret[len("whsec_"):])
+        message = f"{headers.get('webhook-id')}.{headers.get('webhook-timestamp')}.".encode() + body
+        expected = base64.b64encode(hmac.new(key, message, hashlib.sha256).digest()).decode()
+        entries = (headers.get("webhook-signature") or "").split(" ")
+        return any(hmac.compare_digest(entry, "v1," + expected) for entry in entries)
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# --- the API, as the app and the operator's scripts call it ------------------------------------------
+def api(method, path, body=None, token=ADMIN, expect=None):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(BASE + path, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {token}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            status, text = answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read()
+    parsed = json.loads(text) if text else None
+    if expect is not None and status != expect:
+        raise Failure(f"{method} {path} answered {status}, expected {expect}: {text[:300]!r}")
+    return parsed
+
+
+def seed(receiver):
+    created = api("POST", "/v1/apps", {"id": APP, "name": "Console Calendar",
+                                       "webhook": {"url": receiver.url, "secret": receiver.secret}}, expect=201)
+    api("POST", "/v1/apps", {"id": "console-other", "name": "Other app"}, expect=201)
+    api("PUT", f"/v1/apps/{APP}/categories/event-invite", {
+        "actions": [
+            {"identifier": "accept", "title": "Accept"},
+            {"identifier": "decline", "title": "Decline", "options": ["destructive"]},
+            {"identifier": "comment", "title": "Comment", "textInput": {"buttonTitle": "Send", "placeholder": "Add a note"}},
+        ],
+        "options": ["customDismissAction"], "subjectKey": "eventId"}, expect=201)
+    for rule in (
+        {"id": "record-rest", "priority": 900, "handler": {"type": "record"}},
+        {"id": "invite-accept", "priority": 100, "match": {"category": "event-invite", "action": "accept"},
+         "handler": {"type": "accept"},
+         "followUps": [{"channel": "webhook", "body": {"event": "invite.accepted", "eventId": "{{userInfo.eventId}}"}}]},
+        {"id": "invite-comment", "priority": 200, "match": {"category": "event-invite", "action": "comment"},
+         "handler": {"type": "comment"}},
+    ):
+        api("POST", f"/v1/apps/{APP}/rules", rule, expect=201)
+    return created["ingestKey"]["secret"]
+
+
+def ingest(key, body):
+    return api("POST", "/v1/responses", body, token=key, expect=202)
+
+
+# --- the browser ------------------------------------------------------------------------------------
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     "--no-first-run", "--disable-extensions", f"--window-size={DESKTOP[0]},{DESKTOP[1]}"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": ERROR_LISTENER})
+    return driver
+
+
+class Console:
+    def __init__(self, driver):
+        self.driver = driver
+        self.allowed_401 = False
+        self.problems = []
+
+    def wait(self, condition, what, timeout=WAIT):
+        try:
+            # The pages redraw lists as they poll, so an element found a moment ago may be gone: look again.
+            return WebDriverWait(
+                self.driver, timeout, poll_frequency=0.2, ignored_exceptions=[StaleElementReferenceException]
+            ).until(lambda d: condition(d))
+        except TimeoutException:
+            self.shoot("timeout")
+            raise Failure(f"timed out after {timeout:.0f}s waiting for {what}") from None
+
+    def find(self, selector):
+        return self.driver.find_elements(By.CSS_SELECTOR, selector)
+
+    def one(self, selector, what=None):
+        return self.wait(lambda d: (d.find_elements(By.CSS_SELECTOR, selector) or [None])[0], what or selector)
+
+    def click(self, selector, what=None):
+        """Clicks the first match, looking again when a redraw replaced it between finding and clicking."""
+        def attempt(d):
+            found = d.find_elements(By.CSS_SELECTOR, selector)
+            if not found:
+                return False
+            found[0].click()
+            return True
+        self.wait(attempt, what or selector)
+
+    def js(self, script, *args):
+        return self.driver.execute_script(script, *args)
+
+    def go(self, page):
+        self.js("location.hash = arguments[0]", page)
+        self.one(f"#page-{page}", f"the {page} page")
+
+    def shoot(self, name):
+        os.makedirs(SHOTS, exist_ok=True)
+        self.driver.save_screenshot(os.path.join(SHOTS, f"{name}.png"))
+
+    def check_logs(self, step):
+        """Fails on any error the browser logged or the page's listener recorded since the last call."""
+        for entry in self.driver.get_log("browser"):
+            if entry["level"] not in ("SEVERE", "ERROR"):
+                continue
+            message = entry.get("message", "")
+            if self.allowed_401 and entry.get("source") == "network" and " 401 " in message:
+                continue
+            self.problems.append(f"{step}: browser log: {message}")
+        recorded = self.js("var e = window.__consoleErrors || []; window.__consoleErrors = []; return e;")
+        self.problems += [f"{step}: page: {message}" for message in recorded]
+        check(not self.problems, "JavaScript errors:\n  " + "\n  ".join(self.problems))
+
+
+def text_of(element):
+    return element.get_attribute("textContent")
+
+
+def run(driver, receiver, key):
+    c = Console(driver)
+    driver.get(BASE + "/console")
+
+    # 1. A wrong token: an error, and no data at all.
+    c.allowed_401 = True
+    c.one("#token-input").send_keys("not-the-admin-token")
+    c.click("#login-button")
+    error = c.wait(lambda d: d.find_element(By.ID, "login-error").is_displayed() and d.find_element(By.ID, "login-error"),
+                   "the sign-in error")
+    check("refused" in error.text, f"the sign-in error says {error.text!r}")
+    check(not c.find("#nav")[0].is_displayed(), "the navigation shows after a refused token")
+    check(not c.find("#app-select option"), "apps are listed after a refused token")
+    check(c.js("return document.getElementById('page').children.length") == 0, "a page rendered after a refused token")
+    check(c.js("return sessionStorage.length") == 0, "a refused token stayed in sessionStorage")
+    c.shoot("login-error-desktop")
+    c.check_logs("wrong token")
+    c.allowed_401 = False
+
+    # 2. The right token: kept in sessionStorage only, never in the URL or a cookie.
+    c.one("#token-input").send_keys(ADMIN)
+    c.click("#login-button")
+    c.one(f".app-card[data-app='{APP}']", "the overview's app card")
+    check(ADMIN not in driver.current_url, "the token is in the URL")
+    check(c.js("return document.cookie") == "", "the console set a cookie")
+    check(c.js("return sessionStorage.getItem('actionhook.adminToken')") == ADMIN, "the token is not in sessionStorage")
+    check(ADMIN not in c.js("return document.documentElement.outerHTML"), "the token is in the page")
+    c.one(".app-card[data-app='console-other']", "the second app's card")
+    Select(c.one("#app-select")).select_by_value(APP)
+    c.check_logs("sign in")
+
+    # 3. A reply posted through the ingest API appears in the feed without a reload.
+    c.go("replies")
+    c.one("#reply-feed tr", "the reply feed")
+    c.js("window.__sameDocument = true")
+    accepted = ingest(key, {"actionIdentifier": "accept", "deviceToken": "ab" * 32,
+                            "userInfo": {"aps": {"category": "event-invite", "alert": {"title": "Team lunch", "body": "Friday at noon"}},
+                                         "eventId": "42"}})
+    followup = accepted["followUps"][0]["id"]
+    c.one(f"#reply-feed tr[data-id='{accepted['id']}']", "the new reply in the feed")
+    check(c.js("return window.__sameDocument === true"), "the page was reloaded")
+
+    # 4. Its detail: the matched rule, and the follow-up's attempts as they happen (two failures → dead).
+    c.click(f"#reply-feed tr[data-id='{accepted['id']}']")
+    c.wait(lambda d: text_of(d.find_element(By.CSS_SELECTOR, "#reply-detail .matched-rule")) == "invite-accept"
+           if d.find_elements(By.CSS_SELECTOR, "#reply-detail .matched-rule") else False, "the matched rule in the detail")
+    c.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, f"#reply-detail .followup[data-id='{followup}'][data-status='dead'] tr.attempt")) == 2,
+           "two failed attempts of a dead follow-up in the detail", timeout=60)
+    results = [text_of(cell) for cell in c.find(f"#reply-detail .followup[data-id='{followup}'] tr.attempt td.result")]
+    check(results == ["failed", "failed"], f"the attempts read {results}")
+    c.shoot("replies-detail-dead-desktop")
+    c.check_logs("reply detail")
+
+    # 5. Retried from the follow-ups page, after a confirmation, and delivered.
+    c.go("followups")
+    Select(c.one("#followup-status")).select_by_value("dead")
+    c.click(f".followup-row[data-id='{followup}'][data-status='dead'] button.retry", "the dead follow-up's retry button")
+    check(len(receiver.requests) == 2, f"the receiver saw {len(receiver.requests)} requests before the retry was confirmed")
+    c.click(f".followup-row[data-id='{followup}'] button.confirm", "the confirmation")
+    Select(c.one("#followup-status")).select_by_value("")
+    c.one(f".followup-row[data-id='{followup}'][data-status='delivered']", "the retried follow-up delivered")
+    check([r["status"] for r in receiver.requests] == [500, 500, 204], f"the receiver answered {receiver.requests}")
+    check(all(r["valid"] and r["id"] == followup for r in receiver.requests), f"deliveries: {receiver.requests}")
+    c.go("replies")
+    c.click(f"#reply-feed tr[data-id='{accepted['id']}']")
+    c.one(f"#reply-detail .followup[data-id='{followup}'] tr.attempt.result-delivered", "the delivered attempt in the detail")
+    c.check_logs("retry")
+
+    # 6. The rules in evaluation order, and a dry run that shows the matching rule and stores nothing.
+    c.go("rules")
+    c.one("#rule-list li[data-id='record-rest']", "the rule list")
+    order = [li.get_attribute("data-id") for li in c.find("#rule-list li")]
+    check(order == ["invite-accept", "invite-comment", "record-rest"], f"the rules are listed as {order}")
+    stored = len(api("GET", f"/v1/apps/{APP}/responses")["items"])
+    body = c.one("#dryrun-body")
+    c.js("arguments[0].value = arguments[1]", body, json.dumps(
+        {"actionIdentifier": "accept", "userInfo": {"aps": {"category": "event-invite"}, "eventId": "7"}}))
+    c.click("#dryrun-run")
+    matched = c.one("#dryrun-result .matched-rule", "the dry run's matched rule")
+    check(text_of(matched) == "invite-accept", f"the dry run matched {text_of(matched)!r}")
+    check(len(api("GET", f"/v1/apps/{APP}/responses")["items"]) == stored, "the dry run stored a response")
+    c.check_logs("rules")
+
+    # 7. The category as the phone shows it.
+    c.go("categories")
+    preview = c.one(".phone-preview[data-id='event-invite']", "the category preview")
+    titles = [text_of(b) for b in preview.find_elements(By.CSS_SELECTOR, "button.action")]
+    check(titles == ["Accept", "Decline", "Comment"], f"the buttons read {titles}")
+    decline = preview.find_element(By.CSS_SELECTOR, "button.action[data-id='decline']")
+    check("destructive" in decline.get_attribute("class"), "Decline is not marked destructive")
+    color = decline.value_of_css_property("color")
+    red = [int(v) for v in re.findall(r"\d+", color)[:3]]
+    check(red[0] > 200 and red[1] < 100 and red[2] < 100, f"the destructive button is {color}, not red")
+    field = preview.find_element(By.CSS_SELECTOR, "input.text-input")
+    check(field.get_attribute("placeholder") == "Add a note", "the text field's placeholder is wrong")
+    check(text_of(preview.find_element(By.CSS_SELECTOR, ".notif-title")) == "Team lunch", "the title is not the latest alert's")
+    c.check_logs("categories")
+
+    # 8. Hostile reply text and userInfo are shown as text and run nothing.
+    hostile = ingest(key, {"actionIdentifier": "comment", "userText": HOSTILE_TEXT, "userInfo": HOSTILE_INFO})
+    c.go("replies")
+    c.click(f"#reply-feed tr[data-id='{hostile['id']}']", "the hostile reply in the feed")
+    shown = c.wait(lambda d: (d.find_elements(By.CSS_SELECTOR, "#reply-detail .user-text") or [None])[0]
+                   if d.find_elements(By.CSS_SELECTOR, f"#reply-detail h2 code") and
+                   text_of(d.find_element(By.CSS_SELECTOR, "#reply-detail h2 code")) == hostile["id"] else None,
+                   "the hostile reply's detail")
+    check(text_of(shown) == HOSTILE_TEXT, f"the reply text shows as {text_of(shown)!r}")
+    info = text_of(c.one("#reply-detail .user-info"))
+    check(json.loads(info) == HOSTILE_INFO, "userInfo is not shown as its JSON text")
+    subject = c.find(f"#reply-feed tr[data-id='{hostile['id']}'] td")[3]
+    check(text_of(subject) == HOSTILE_INFO["eventId"], f"the subject shows as {text_of(subject)!r}")
+    c.go("categories")
+    c.wait(lambda d: text_of(d.find_element(By.CSS_SELECTOR, ".phone-preview[data-id='event-invite'] .notif-title"))
+           == HOSTILE_INFO["aps"]["alert"]["title"] if d.find_elements(By.CSS_SELECTOR, ".phone-preview .notif-title") else False,
+           "the hostile alert title as text")
+    c.go("replies")
+    c.click(f"#reply-feed tr[data-id='{hostile['id']}']")
+    c.one("#reply-detail .user-text")
+    # Give anything injected the time to run (an image's error handler, a timer) before looking.
+    time.sleep(1.5)
+    dom = c.js("""return {
+        xss: typeof window.__xss,
+        images: document.querySelectorAll('img').length,
+        scripts: Array.from(document.scripts).map(function (s) { return s.src; }),
+        frames: document.querySelectorAll('iframe, object, embed, svg svg').length,
+        handlers: Array.from(document.querySelectorAll('*')).filter(function (el) {
+            return Array.from(el.attributes).some(function (a) { return /^on/i.test(a.name); });
+        }).length,
+        jsLinks: document.querySelectorAll('[href^="javascript"], [src^="javascript"]').length,
+        bold: document.querySelectorAll('#reply-detail b').length
+    };""")
+    check(dom["xss"] == "undefined", f"injected script ran: window.__xss is {dom['xss']}")
+    check(dom["images"] == 0 and dom["frames"] == 0 and dom["bold"] == 0, f"hostile markup became elements: {dom}")
+    check(dom["scripts"] == [BASE + "/console/app.js"], f"scripts in the page: {dom['scripts']}")
+    check(dom["handlers"] == 0 and dom["jsLinks"] == 0, f"event handlers or javascript: links in the DOM: {dom}")
+    c.check_logs("hostile reply")
+
+    # 8b. The feed's filters: by outcome, then by subject.
+    Select(c.one("#filter-outcome")).select_by_value("accepted")
+    c.click("#reply-filters button[type='submit']")
+    c.wait(lambda d: [r.get_attribute("data-id") for r in d.find_elements(By.CSS_SELECTOR, "#reply-feed tr[data-id]")]
+           == [accepted["id"]], "only the accepted reply under the outcome filter")
+    Select(c.one("#filter-outcome")).select_by_value("")
+    c.one("#filter-subject").send_keys(HOSTILE_INFO["eventId"])
+    c.click("#reply-filters button[type='submit']")
+    c.wait(lambda d: [r.get_attribute("data-id") for r in d.find_elements(By.CSS_SELECTOR, "#reply-feed tr[data-id]")]
+           == [hostile["id"]], "only the hostile reply under the subject filter")
+    c.one("#filter-subject").clear()
+    c.click("#reply-filters button[type='submit']")
+    c.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#reply-feed tr[data-id]")) == 2, "both replies without filters")
+    c.check_logs("filters")
+
+    # 9. Every page at desktop and phone width, fitting the phone's width.
+    for width, height, label in (DESKTOP + ("desktop",), PHONE + ("phone",)):
+        driver.set_window_size(width, height)
+        for page, ready in (("overview", ".app-card"), ("replies", "#reply-feed tr[data-id]"),
+                            ("followups", ".followup-row"), ("rules", "#rule-list li[data-id]"),
+                            ("categories", ".phone-preview")):
+            c.go(page)
+            c.one(ready, f"the {page} page's content at {label} width")
+            if page == "replies":
+                c.click(f"#reply-feed tr[data-id='{accepted['id']}']")
+                c.one(f"#reply-detail .followup[data-id='{followup}']")
+            time.sleep(0.3)
+            c.shoot(f"{page}-{label}")
+            overflow = c.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            check(overflow <= 1, f"the {page} page is {overflow}px wider than the {label} screen")
+        c.check_logs(f"screenshots at {label} width")
+
+    # 10. A token revoked or mistyped mid-session signs out instead of showing stale data.
+    c.allowed_401 = True
+    c.js("sessionStorage.setItem('actionhook.adminToken', 'revoked-token')")
+    # Not c.go(): the page is gone again as soon as its first call is refused.
+    c.js("location.hash = 'rules'")
+    c.wait(lambda d: d.find_element(By.ID, "login").is_displayed(), "the sign-in form after a refused token")
+    check(c.js("return document.getElementById('page').children.length") == 0, "data stayed on screen after the token was refused")
+    c.check_logs("revoked token")
+    return len(os.listdir(SHOTS))
+
+
+def main():
+    os.makedirs(SHOTS, exist_ok=True)
+    for name in os.listdir(SHOTS):
+        if name.endswith(".png"):
+            os.remove(os.path.join(SHOTS, name))
+    receiver = Receiver("whsec_" + base64.b64encode(secrets.token_bytes(32)).decode(), failures=2)
+    driver = None
+    try:
+        key = seed(receiver)
+        driver = browser()
+        shots = run(driver, receiver, key)
+    except Failure as failure:
+        print(f"console-test: FAILED: {failure}", file=sys.stderr)
+        return 1
+    except WebDriverException as error:
+        print(f"console-test: FAILED: the browser: {error.msg}", file=sys.stderr)
+        if driver is not None:
+            Console(driver).shoot("webdriver-error")
+        return 1
+    finally:
+        if driver is not None:
+            driver.quit()
+        receiver.stop()
+    print(f"console-test: OK: 11 scenarios, {shots} screenshots in {SHOTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
