@@ -10,8 +10,8 @@ struct Inbox: ParsableCommand {
         abstract: "Receive webhooks locally: check each delivery's signature and print it.",
         discussion: """
             Point an app's webhook at http://127.0.0.1:<port>/ (the service needs \
-            ACTIONHOOK_ALLOW_PRIVATE_WEBHOOKS=1 to deliver to this machine). A delivery with a valid \
-            Standard Webhooks signature is answered 204, any other 401.
+            ACTIONHOOK_ALLOW_PRIVATE_WEBHOOKS=1 to deliver to this machine). Each delivery's \
+            Standard Webhooks signature is checked and printed with it; every delivery is answered 204.
             """)
 
     @Option(help: "The app's webhook signing secret (whsec_…); ACTIONHOOK_INBOX_SECRET when omitted.")
