@@ -12,7 +12,7 @@
 # BENCH_GOAL (5,000/s) unless BENCH_ALLOW_FAIL=1.
 #
 # Environment: BENCH_DELIVERIES (20000), BENCH_RUNS (3), BENCH_CONNECTIONS (64), BENCH_GOAL (5000),
-# BENCH_WORKER_CONCURRENCY (64), BENCH_PG_PORT (55433), BENCH_SKIP_BUILD=1, BENCH_ALLOW_FAIL=1.
+# BENCH_WORKER_CONCURRENCY (128, the service's default), BENCH_PG_PORT (55433), BENCH_SKIP_BUILD=1, BENCH_ALLOW_FAIL=1.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +22,7 @@ deliveries="${BENCH_DELIVERIES:-20000}"
 runs="${BENCH_RUNS:-3}"
 connections="${BENCH_CONNECTIONS:-64}"
 goal="${BENCH_GOAL:-5000}"
-concurrency="${BENCH_WORKER_CONCURRENCY:-64}"
+concurrency="${BENCH_WORKER_CONCURRENCY:-128}"
 pg_port="${BENCH_PG_PORT:-55433}"
 sink_port=18190
 service_port=18191
