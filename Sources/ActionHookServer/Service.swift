@@ -15,6 +15,7 @@ public final class ActionHookService: Sendable {
     public let metrics: ServiceMetrics
     let logger: Logger
     let pool: PostgresPool
+    let longPool: PostgresPool
     let server: HTTPServer
     let listener: PostgresListener
     let worker: OutboxWorker?
@@ -36,6 +37,15 @@ public final class ActionHookService: Sendable {
             configuration: configuration.database, size: configuration.poolSize,
             acquireTimeoutMilliseconds: configuration.database.responseDeadlineMilliseconds ?? 2000, logger: logger)
         self.pool = pool
+        // Statements that may rightly run long (an erasure or export over a large app, the key sweep)
+        // get up to the statement timeout and a second, instead of the request paths' short deadline.
+        var longRunning = configuration.database
+        longRunning.responseDeadlineMilliseconds =
+            configuration.database.responseDeadlineMilliseconds.map {
+                max($0, (configuration.database.statementTimeoutMilliseconds ?? 5000) + 1000)
+            }
+        let longPool = PostgresPool(configuration: longRunning, size: 2, logger: logger)
+        self.longPool = longPool
 
         let cache = AppCache()
         webhooks = WebhookSender(
@@ -67,7 +77,7 @@ public final class ActionHookService: Sendable {
         var router = Router()
         OperationsRoutes(pool: pool, metrics: metrics, logger: logger).register(in: &router)
         let idempotencyWindow = Duration.seconds(configuration.idempotencyTTLHours * 3600)
-        sweeper = IdempotencyKeySweeper(pool: pool, window: idempotencyWindow, logger: logger)
+        sweeper = IdempotencyKeySweeper(pool: longPool, window: idempotencyWindow, logger: logger)
         let batcher = IngestBatcher(
             writer: IngestWriter(pool: pool, idempotencyWindow: idempotencyWindow), writers: configuration.ingestWriters,
             maxBatch: configuration.ingestBatchMax,
@@ -75,7 +85,8 @@ public final class ActionHookService: Sendable {
             observer: metrics.ingestBatchWritten)
         self.batcher = batcher
         let api = APIContext(
-            pool: pool, configuration: configuration, cache: cache, batcher: batcher, metrics: metrics, logger: logger)
+            pool: pool, longPool: longPool, configuration: configuration, cache: cache, batcher: batcher,
+            metrics: metrics, logger: logger)
         api.registerIngestRoutes(in: &router)
         api.registerAppRoutes(in: &router)
         api.registerCategoryRoutes(in: &router)
@@ -132,6 +143,7 @@ public final class ActionHookService: Sendable {
         webhooks.syncShutdown()
         apns.syncShutdown()
         pool.close()
+        longPool.close()
         logger.info("stopped")
     }
 }

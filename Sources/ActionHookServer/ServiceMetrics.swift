@@ -92,8 +92,8 @@ public final class ServiceMetrics: HTTPServerObserver, Sendable {
 
 extension ServiceMetrics {
     /// Counts a reply stored as `expired` (older than its age limit), by app and category.
-    public func replyExpired(appID: String, category: String?) {
-        counter("actionhook_replies_expired_total", dimensions: [("app", appID), ("category", category ?? "")])
+    public func replyExpired(appID: String, category: String) {
+        counter("actionhook_replies_expired_total", dimensions: [("app", appID), ("category", category)])
             .increment()
     }
 }

@@ -88,10 +88,17 @@ public final class IdempotencyKeySweeper: Sendable {
             if state.withLock({ $0.stopping }) { break }
             while true {
                 let since = state.withLock { $0.sweptUntil[app] } ?? Date.distantPast
+                let cutoff = Date().addingTimeInterval(-Double(window.components.seconds))
                 let (count, last) = try clearBatch(appID: app, since: since)
                 cleared += count
+                if count < batchSize {
+                    // Nothing older is left to clear: the next sweep starts where this one's window ended
+                    // (a row locked by a writer now is one that writer clears itself).
+                    // A minute back from the cutoff: this clock and the database's may differ a little.
+                    state.withLock { $0.sweptUntil[app] = max(since, cutoff.addingTimeInterval(-60)) }
+                    break
+                }
                 if let last { state.withLock { $0.sweptUntil[app] = last } }
-                if count < batchSize { break }
             }
         }
         if cleared > 0 { logger.info("cleared expired idempotency keys", metadata: ["keys": "\(cleared)"]) }

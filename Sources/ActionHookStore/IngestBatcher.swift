@@ -160,8 +160,12 @@ public final class IngestBatcher: @unchecked Sendable {
             let now = ContinuousClock.now
             var late = queue.prefix { $0.deadline.map { $0 <= now } ?? false }
             queue.removeFirst(late.count)
+            // One a writer has may still commit: only a client's own key lets its retry find it, so a
+            // request without one waits for its transaction instead of risking a second copy.
             for batch in writing.values {
-                late += batch.filter { !$0.isAnswered && ($0.deadline.map { $0 <= now } ?? false) }
+                late += batch.filter {
+                    !$0.isAnswered && $0.item.keyFromClient && ($0.deadline.map { $0 <= now } ?? false)
+                }
             }
             condition.unlock()
             for waiting in late { waiting.answer(.failure(IngestDeadlinePassed())) }

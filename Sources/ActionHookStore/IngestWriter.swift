@@ -37,6 +37,9 @@ public struct IngestItem: Sendable {
     public var response: NotificationResponse
     /// The matched rule and subject.
     public var decision: IngestDecision
+    /// Whether the client sent the idempotency key (header or `responseId`); a key the server made up
+    /// cannot find a retry's earlier write.
+    public var keyFromClient = true
     let requestHash: [UInt8]
 
     /// Creates an item.

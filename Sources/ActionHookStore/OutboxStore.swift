@@ -87,9 +87,9 @@ public struct OutboxStore: Sendable {
     /// Claims up to `limit` due follow-ups (oldest due first) for `leaseSeconds`, skipping rows
     /// other workers hold.
     ///
-    /// Planned once per connection with the finishing transaction's settings: the due index, oldest
-    /// first, and each row by primary key. Left to statistics taken while the outbox was small (a new
-    /// install, a burst of ingest before autovacuum), the planner scanned the whole table per claim.
+    /// Planned with the finishing transaction's settings: the due index, oldest first, and each row by
+    /// primary key, whatever the statistics say. Left to statistics taken while the outbox was small (a
+    /// new install, a burst of ingest before autovacuum), a plan may scan the whole table per claim.
     public func claim(limit: Int, leaseSeconds: Int) throws -> [ClaimedFollowUp] {
         let rows = try pool.transaction { connection in
             _ = try connection.execute(Self.planSettings)

@@ -506,6 +506,12 @@ public final class PostgresConnection: @unchecked Sendable {
             guard let pointer = PQgetResult(handle) else { break }
             if let last { PQclear(last) }
             last = pointer
+            // A COPY result is followed by COPY data, never by the NULL that ends the results: stop
+            // here and let `check` refuse it.
+            switch PQresultStatus(pointer) {
+            case PGRES_COPY_IN, PGRES_COPY_OUT, PGRES_COPY_BOTH: return try check(last)
+            default: continue
+            }
         }
         return try check(last)
     }

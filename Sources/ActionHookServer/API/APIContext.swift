@@ -13,6 +13,8 @@ struct APIContext: Sendable {
     let rules: RuleStore
     let configurations: ConfigurationStore
     let responses: ResponseStore
+    /// The same store over the pool for statements that may rightly run long (erasure, export).
+    let longResponses: ResponseStore
     let followUps: FollowUpStore
     let adminTokens: AdminTokenStore
     let stats: StatsStore
@@ -29,7 +31,8 @@ struct APIContext: Sendable {
     let logger: Logger
 
     init(
-        pool: PostgresPool, configuration: Configuration, cache: AppCache, batcher: IngestBatcher,
+        pool: PostgresPool, longPool: PostgresPool, configuration: Configuration, cache: AppCache,
+        batcher: IngestBatcher,
         metrics: ServiceMetrics, logger: Logger
     ) {
         self.batcher = batcher
@@ -41,6 +44,7 @@ struct APIContext: Sendable {
         rules = RuleStore(pool: pool)
         configurations = ConfigurationStore(pool: pool)
         responses = ResponseStore(pool: pool)
+        longResponses = ResponseStore(pool: longPool)
         followUps = FollowUpStore(pool: pool)
         adminTokens = AdminTokenStore(pool: pool)
         stats = StatsStore(pool: pool)

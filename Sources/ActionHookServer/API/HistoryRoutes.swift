@@ -82,7 +82,7 @@ extension APIContext {
         var cursor: String?
         var count = 0
         repeat {
-            let page = try responses.list(appID: appID, filter: filter, PageRequest(limit: 500, cursor: cursor))
+            let page = try longResponses.list(appID: appID, filter: filter, PageRequest(limit: 500, cursor: cursor))
             for item in page.items {
                 body += item.json.jsonBytes
                 body.append(UInt8(ascii: "\n"))
@@ -102,7 +102,7 @@ extension APIContext {
     /// Erases the user text and `userInfo` of one subject's or device's replies and cancels what they
     /// would still send. Audited in the log by count, never by content or by the subject or token.
     func erase(appID: String, _ scope: ResponseStore.ErasureScope, request: HTTPRequest) throws -> HTTPResponse {
-        let (erased, cancelled) = try responses.erase(appID: appID, scope)
+        let (erased, cancelled) = try longResponses.erase(appID: appID, scope)
         let kind: String
         switch scope {
         case .subject: kind = "subject"

@@ -29,10 +29,10 @@ extension APIContext {
             respond(errors.response(for: error, request: request))
             return
         }
-        batcher.submit(item) { [errors, metrics] result in
+        batcher.submit(item) { [self, errors, metrics] result in
             switch result {
             case .success(.created(let answer)) where Self.isExpired(answer):
-                metrics.replyExpired(appID: item.appID, category: item.response.categoryIdentifier)
+                metrics.replyExpired(appID: item.appID, category: knownCategory(item))
                 respond(Self.expiredAnswer(answer))
             case .success(.created(let answer)):
                 respond(.json(202, answer))
@@ -44,6 +44,15 @@ extension APIContext {
                 respond(errors.response(for: error, request: request))
             }
         }
+    }
+
+    /// The reply's category as a metric label: one of the app's categories, else `other`, so replies
+    /// cannot make new series with names of their own.
+    func knownCategory(_ item: IngestItem) -> String {
+        guard let category = item.response.categoryIdentifier,
+            (try? ruleSet(appID: item.appID).categories[category]) != nil
+        else { return "other" }
+        return category
     }
 
     /// Whether a stored answer is that of a reply that came too late (outcome `expired`).
@@ -77,9 +86,11 @@ extension APIContext {
         let response = try NotificationResponse.decode(body, limits: limits, sourceByteCount: request.body.count)
         try rateLimits.check(
             appID: principal.appID, appRate: principal.rateLimitPerSecond, deviceToken: response.deviceToken)
-        return IngestItem(
+        var item = IngestItem(
             appID: principal.appID, idempotencyKey: try idempotencyKey(request, response: response), response: response,
             decision: try decide(response, appID: principal.appID))
+        item.keyFromClient = request.headers["idempotency-key"] != nil || response.responseId != nil
+        return item
     }
 
     /// The first matching rule, the subject and the age limit; handler checks (a comment's text), a
