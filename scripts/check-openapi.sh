@@ -84,35 +84,14 @@ if [[ -z "$psql" ]]; then
 fi
 mkdir -p "$log_dir"
 
-random_hex() {
-    od -An -tx1 -N"$1" /dev/urandom | tr -d ' \n'
-}
+# shellcheck source=scripts/live-service.sh
+source scripts/live-service.sh
 
 work_dir="$(mktemp -d "${TMPDIR:-/tmp}/actionhook-openapi.XXXXXX")"
-database="schemathesis_$(random_hex 6)"
-database_created=0
-server_pid=
 
 cleanup() {
     local status=$?
-    if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        local waited=0
-        while kill -0 "$server_pid" 2>/dev/null && ((waited < 150)); do
-            sleep 0.1
-            waited=$((waited + 1))
-        done
-        if kill -0 "$server_pid" 2>/dev/null; then
-            note "the server did not stop within 15 s of SIGTERM; killing it"
-            kill -KILL "$server_pid" 2>/dev/null || true
-        fi
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    if ((database_created)); then
-        "$psql" -X -q -v ON_ERROR_STOP=1 -d "$ACTIONHOOK_TEST_DATABASE_URL" \
-            -c "DROP DATABASE IF EXISTS \"$database\" WITH (FORCE)" >/dev/null 2>&1 ||
-            note "could not drop the database $database"
-    fi
+    live_service_stop
     rm -rf "$work_dir"
     if ((status != 0)); then
         note "FAILED after $((SECONDS - started))s (exit $status); server log: ${server_log#"$repo_root"/}"
@@ -122,77 +101,8 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-"$psql" -X -q -v ON_ERROR_STOP=1 -d "$ACTIONHOOK_TEST_DATABASE_URL" -c "CREATE DATABASE \"$database\"" >/dev/null ||
-    die "could not create the database $database through ACTIONHOOK_TEST_DATABASE_URL"
-database_created=1
-
-# The same server and credentials, another database: a URI gets a new path, a conninfo a later dbname.
-database_url="$(python3 - "$ACTIONHOOK_TEST_DATABASE_URL" "$database" <<'PY'
-import sys
-from urllib.parse import urlsplit, urlunsplit
-
-url, name = sys.argv[1], sys.argv[2]
-if url.startswith(("postgresql://", "postgres://")):
-    print(urlunsplit(urlsplit(url)._replace(path="/" + name)))
-else:
-    print(url + " dbname=" + name)
-PY
-)"
-
-admin_token="$(random_hex 16)"
-
-free_port() {
-    local port tries=0
-    while ((tries < 200)); do
-        port=$((20000 + RANDOM % 30000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return 0
-        fi
-        tries=$((tries + 1))
-    done
-    return 1
-}
-
-# Starts the server on a free port and waits for /readyz; another port when the bind lost a race.
-start_server() {
-    local attempt waited
-    for attempt in 1 2 3; do
-        port="$(free_port)" || die "found no free port"
-        env DATABASE_URL="$database_url" \
-            ACTIONHOOK_HOST=127.0.0.1 \
-            ACTIONHOOK_PORT="$port" \
-            ACTIONHOOK_ADMIN_TOKEN="$admin_token" \
-            ACTIONHOOK_ALLOW_PRIVATE_WEBHOOKS=1 \
-            ACTIONHOOK_RATE_LIMIT_PER_SECOND=100000 \
-            ACTIONHOOK_DEVICE_RATE_LIMIT_PER_SECOND=100000 \
-            ACTIONHOOK_LOG_LEVEL="${ACTIONHOOK_LOG_LEVEL:-notice}" \
-            "$binary" serve --migrate >"$server_log" 2>&1 &
-        server_pid=$!
-        waited=0
-        while ((waited < 600)); do
-            if curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$port/readyz" 2>/dev/null; then
-                return 0
-            fi
-            if ! kill -0 "$server_pid" 2>/dev/null; then
-                break
-            fi
-            sleep 0.1
-            waited=$((waited + 1))
-        done
-        if kill -0 "$server_pid" 2>/dev/null; then
-            tail -n 20 "$server_log" >&2 || true
-            die "the server on port $port was not ready within 60 s"
-        fi
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=
-        note "the server exited before it was ready (attempt $attempt of 3):"
-        tail -n 20 "$server_log" >&2 || true
-    done
-    die "the server did not start"
-}
-start_server
-base_url="http://127.0.0.1:$port"
+live_service_start schemathesis ACTIONHOOK_ALLOW_PRIVATE_WEBHOOKS=1 ACTIONHOOK_RATE_LIMIT_PER_SECOND=100000 \
+    ACTIONHOOK_DEVICE_RATE_LIMIT_PER_SECOND=100000
 echo "check-openapi: server ready at $base_url (database $database)"
 
 create_app() {

@@ -56,20 +56,9 @@ step() {
     passed+=("$step_name")
 }
 
-# A port nothing listens on; PostgreSQL's own bind decides in the end, so starting retries on a clash.
-free_port() {
-    local port tries=0
-    while ((tries < 200)); do
-        port=$((20000 + RANDOM % 30000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return 0
-        fi
-        tries=$((tries + 1))
-    done
-    echo "test: found no free port" >&2
-    return 1
-}
+# free_port: a port nothing listens on (PostgreSQL's own bind decides in the end; starting retries).
+# shellcheck source=scripts/live-service.sh
+source scripts/live-service.sh
 
 start_test_cluster() {
     pg_dir="$(mktemp -d "${TMPDIR:-/tmp}/actionhook-test-pg.XXXXXX")"
