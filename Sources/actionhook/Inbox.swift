@@ -46,16 +46,7 @@ struct Inbox: ParsableCommand {
         }
         FileHandle.standardOutput.write(Data("actionhook inbox: listening on http://\(host):\(inbox.port)/\n".utf8))
 
-        let stopRequested = DispatchSemaphore(value: 0)
-        var sources: [DispatchSourceSignal] = []
-        for signalNumber in [SIGTERM, SIGINT] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler { stopRequested.signal() }
-            source.resume()
-            sources.append(source)
-        }
-        stopRequested.wait()
+        waitForStopSignal()
         inbox.stop()
     }
 }
