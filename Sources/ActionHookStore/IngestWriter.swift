@@ -117,7 +117,7 @@ struct PlannedResponse {
         // What the 410 tells the client, replayed with it.
         if expired, let limit = decision.ageLimit.maxAgeSeconds, let age {
             answer["maxReplyAgeSeconds"] = .integer(limit)
-            answer["ageSeconds"] = .number(String((age * 1000).rounded() / 1000))
+            answer["ageSeconds"] = ReplyAgeLimit.json(age: age)
         }
         self.answer = .object(answer)
     }

@@ -35,6 +35,11 @@ public struct ReplyAgeLimit: Sendable, Equatable {
         respondedAt.map { receivedAt.timeIntervalSince($0) }
     }
 
+    /// An age as the API writes it: seconds, to the millisecond.
+    public static func json(age: Double) -> JSONValue {
+        .number(String((age * 1000).rounded() / 1000))
+    }
+
     /// Whether a reply of this age is past the limit (an age equal to the limit is not).
     public func isExpired(age: Double?) -> Bool {
         guard let maxAgeSeconds, let age else { return false }

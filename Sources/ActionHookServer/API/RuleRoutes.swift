@@ -89,7 +89,7 @@ extension APIContext {
                 "outcome": .string(outcome.rawValue),
                 "subject": decision.subject.map(JSONValue.string) ?? .null,
                 "maxReplyAgeSeconds": decision.ageLimit.maxAgeSeconds.map(JSONValue.integer) ?? .null,
-                "ageSeconds": age.map { .number(String(($0 * 1000).rounded() / 1000)) } ?? .null,
+                "ageSeconds": age.map { ReplyAgeLimit.json(age: $0) } ?? .null,
                 "followUps": .array(
                     planned.map {
                         .object([
