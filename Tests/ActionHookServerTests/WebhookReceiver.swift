@@ -243,9 +243,7 @@ final class WebhookReceiver: Sendable {
 /// connections it accepts and hands each to `handler` on its own thread. With the default
 /// handler it is a canary: it closes every connection at once, and ``connections`` proves whether
 /// anything reached the port.
-final class RawTCPServer: @unchecked Sendable {
-    // @unchecked: `sockets` is written only in init and read in stop; the counters are atomics.
-    private var sockets: [Int32] = []
+final class RawTCPServer: Sendable {
     private let accepted = Atomic<Int>(0)
     private let finished = Atomic<Int>(0)
     private let sent = Atomic<Int>(0)
@@ -299,7 +297,6 @@ final class RawTCPServer: @unchecked Sendable {
                 close(v6)
             }
         }
-        sockets = listening
         addresses = names
         for socket in listening {
             loops.add(1, ordering: .sequentiallyConsistent)
@@ -323,7 +320,12 @@ final class RawTCPServer: @unchecked Sendable {
     }
 
     private func acceptLoop(_ listening: Int32) {
-        defer { loops.subtract(1, ordering: .sequentiallyConsistent) }
+        // The loop closes its own socket: closed from stop() while the loop is still polling, the
+        // number could be reused by another test's socket and the loop would accept its connections.
+        defer {
+            close(listening)
+            loops.subtract(1, ordering: .sequentiallyConsistent)
+        }
         while !stopping.load(ordering: .sequentiallyConsistent) {
             var descriptor = pollfd(fd: listening, events: Int16(POLLIN), revents: 0)
             guard Glibc.poll(&descriptor, 1, 50) > 0 else { continue }
@@ -338,11 +340,10 @@ final class RawTCPServer: @unchecked Sendable {
         }
     }
 
-    /// Stops accepting and closes the listening sockets.
+    /// Stops accepting; returns once the accept loops have closed the listening sockets.
     func stop() {
         guard !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
-        Hooks.pollBlocking(timeout: .seconds(2)) { self.loops.load(ordering: .sequentiallyConsistent) == 0 }
-        for socket in sockets { close(socket) }
+        Hooks.pollBlocking(timeout: .seconds(10)) { self.loops.load(ordering: .sequentiallyConsistent) == 0 }
     }
 
     /// Reads a request head, answers `200` with a chunked body that never ends, and writes until the

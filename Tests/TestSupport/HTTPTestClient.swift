@@ -33,39 +33,45 @@ public struct TestClientError: Error, CustomStringConvertible {
 /// keep-alive, partial requests, chunked bodies, many connections at once.
 public final class HTTPTestClient {
     let socket: Int32
-    private var buffer: [UInt8] = []
+    private var buffer: [UInt8]
 
     /// Connects to `host:port`, optionally from a given local address (e.g. `127.0.0.2`).
     public init(host: String = "127.0.0.1", port: Int, from localAddress: String? = nil, timeoutSeconds: Int = 10)
         throws
     {
-        socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socket >= 0 else { throw TestClientError(description: "socket() failed") }
+        // The descriptor is stored only once connected: a class whose stored properties are all set
+        // runs its deinit even when its init throws, and a second close() here would close whatever
+        // descriptor another thread had opened under the same number in between.
+        let fd = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestClientError(description: "socket() failed") }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         if let localAddress {
             var local = Self.address(localAddress, port: 0)
             let bound = withUnsafePointer(to: &local) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                 }
             }
             guard bound == 0 else {
-                close(socket)
+                close(fd)
                 throw TestClientError(description: "bind() failed")
             }
         }
         var remote = Self.address(host, port: port)
         let connected = withUnsafePointer(to: &remote) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
         guard connected == 0 else {
-            close(socket)
-            throw TestClientError(description: "connect() failed: errno \(errno)")
+            let error = errno
+            close(fd)
+            throw TestClientError(description: "connect() failed: errno \(error)")
         }
+        socket = fd
+        buffer = []
     }
 
     deinit {
