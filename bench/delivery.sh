@@ -1,18 +1,34 @@
 #!/usr/bin/env bash
-# Webhook delivery throughput (quality P6, the webhook half), in one invocation: `make bench-delivery`.
+# Delivery at full speed (quality P6 and P7), in one invocation: `make bench-delivery`.
 #
 # Starts a throwaway PostgreSQL (fsync and synchronous_commit on), ActionHook's release build with its
-# worker, and bench/bare/bare.c as the receiver (a C libmicrohttpd server answering 202 without work).
-# Measures, in this order, in this run:
-#   sink        the receiver's own ceiling: wrk POSTing to it at BENCH_CONNECTIONS connections
-#   drain       BENCH_DELIVERIES due webhook follow-ups written at once (one transaction), drained by the
+# worker, bench/bare/bare.c as the webhook receiver (a C libmicrohttpd server answering 202 without
+# work) and nghttpd (nghttp2's C++ HTTP/2 server, over TLS with a certificate made here, advertising
+# 1,000 streams as APNs does) as the APNs stand-in, answering 200 to pushes for the benchmark's
+# device token. Measures, in this order, in this run:
+#   sink        the webhook receiver's own ceiling: wrk POSTing to it at BENCH_CONNECTIONS connections
+#   webhook     BENCH_DELIVERIES due webhook follow-ups written at once (one transaction), drained by the
 #               worker to the receiver: deliveries per second from the write to the last `delivered`,
 #               and the CPU the service and PostgreSQL spent per delivery (from /proc, all processes)
-# BENCH_RUNS drains; the median is reported. Exit status non-zero when the median drain is below
-# BENCH_GOAL (5,000/s) unless BENCH_ALLOW_FAIL=1.
+#   stand-in    the APNs stand-in's own ceiling: h2load over ONE connection with as many streams as the
+#               worker keeps in flight, sending the service's headers and payload
+#   apns        the same drain as webhook, with APNs pushes over the service's one HTTP/2 connection
+#   load        ingest at full speed (wrk, closed loop) for BENCH_LOAD_SECONDS with 1 reply in 4 making a
+#               webhook follow-up (bench/setup-app.sh's rules, mode "mixed"): follow-ups created and
+#               delivered per second, and the backlog (not yet delivered) when the load ends, against one
+#               second of creation
+#   snooze      BENCH_SNOOZES snoozes answered at 100/s, each re-sent to the stand-in BENCH_SNOOZE_DELAY
+#               seconds later: firing lateness (the attempt's start, stored to the millisecond, minus the due
+#               time) p50/p99/max, and answered lateness (the stand-in's answer recorded) p99; a push that
+#               started more than 1 ms (the rounding) before its due time counts as early
+# BENCH_RUNS drains per channel; medians are reported. Exit status non-zero when a figure misses its goal
+# (drains below BENCH_GOAL, backlog over one second of creation, firing lateness p99 over
+# BENCH_LATENESS_GOAL_MS) unless BENCH_ALLOW_FAIL=1. The figures are printed last.
 #
 # Environment: BENCH_DELIVERIES (20000), BENCH_RUNS (3), BENCH_CONNECTIONS (64), BENCH_GOAL (5000),
-# BENCH_WORKER_CONCURRENCY (128, the service's default), BENCH_PG_PORT (55433), BENCH_SKIP_BUILD=1, BENCH_ALLOW_FAIL=1.
+# BENCH_LOAD_SECONDS (60), BENCH_SNOOZES (2000), BENCH_SNOOZE_DELAY (2), BENCH_LATENESS_GOAL_MS (50),
+# BENCH_WORKER_CONCURRENCY (128, the service's default), BENCH_PHASES ("webhook apns load snooze"),
+# BENCH_PG_PORT (55433), BENCH_SKIP_BUILD=1, BENCH_ALLOW_FAIL=1, BENCH_KEEP_WORK=1 (keep the logs).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,11 +38,20 @@ deliveries="${BENCH_DELIVERIES:-20000}"
 runs="${BENCH_RUNS:-3}"
 connections="${BENCH_CONNECTIONS:-64}"
 goal="${BENCH_GOAL:-5000}"
+load_seconds="${BENCH_LOAD_SECONDS:-60}"
+snoozes="${BENCH_SNOOZES:-2000}"
+snooze_delay="${BENCH_SNOOZE_DELAY:-2}"
+lateness_goal_ms="${BENCH_LATENESS_GOAL_MS:-50}"
 concurrency="${BENCH_WORKER_CONCURRENCY:-128}"
+phases=" ${BENCH_PHASES:-webhook apns load snooze} "
 pg_port="${BENCH_PG_PORT:-55433}"
 sink_port=18190
 service_port=18191
+standin_port=18192
 admin_token="bench-delivery-admin-token-0123456789"
+# Every push goes to this device token: the stand-in serves an empty file at its path, so it answers
+# 200 without other work (real APNs answers 200 with an empty body too).
+device_token="$(printf 'ab%.0s' {1..32})"
 
 log() { echo "bench-delivery: $*" >&2; }
 
@@ -37,13 +62,13 @@ cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     bash scripts/pg-local.sh destroy "$pg_dir" >/dev/null 2>&1 || true
-    rm -rf "$work"
+    if [[ "${BENCH_KEEP_WORK:-0}" == 1 ]]; then log "logs kept in $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
 bash scripts/install-deps.sh >/dev/null
 missing=()
-for pkg in wrk bc gcc curl procps postgresql; do
+for pkg in wrk bc gcc curl procps postgresql openssl nghttp2-server nghttp2-client python3; do
     [[ "$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)" == installed ]] || missing+=("$pkg")
 done
 if ((${#missing[@]} > 0)); then
@@ -71,8 +96,27 @@ bash scripts/pg-local.sh start "$pg_dir" "$pg_port" max_connections=100 max_wal_
 database_url="$(bash scripts/pg-local.sh url "$pg_dir" "$pg_port")"
 psql_() { psql "$database_url" -v ON_ERROR_STOP=1 -qtAX "$@"; }
 
+# The APNs stand-in's TLS: a CA, a certificate for 127.0.0.1 signed by it, and the provider's .p8 key.
+tls="$work/tls"
+mkdir -p "$tls" "$work/docroot/3/device"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$tls/ca.key" -out "$tls/ca.pem" \
+    -days 2 -subj "/CN=ActionHook bench CA" -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$tls/server.key" \
+    -out "$tls/server.csr" -subj "/CN=127.0.0.1" 2>/dev/null
+printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n' \
+    >"$tls/server.ext"
+openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
+    -out "$tls/server.pem" -days 2 -extfile "$tls/server.ext" 2>/dev/null
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$tls/authkey.p8" 2>/dev/null
+: >"$work/docroot/3/device/$device_token"
+
 "$work/bare" "$sink_port" 8 >/dev/null 2>&1 &
 pids+=($!)
+nghttpd --max-concurrent-streams=1000 --workers=1 --htdocs="$work/docroot" "$standin_port" \
+    "$tls/server.key" "$tls/server.pem" >/dev/null 2>&1 &
+standin_pid=$!
+pids+=("$standin_pid")
 
 # CPU seconds (user + system) of processes, from /proc/PID/stat (fields 14 and 15, in clock ticks).
 ticks_per_second="$(getconf CLK_TCK)"
@@ -93,32 +137,38 @@ postgres_pids() {
     echo "$postmaster"
     pgrep -P "$postmaster"
 }
-
-log "sink ceiling (wrk, $connections connections, 5 s)"
-cat >"$work/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"type":"response.accepted","data":{"n":1}}'
-wrk.headers["Content-Type"] = "application/json"
-wrk.path = "/v1/responses"
-LUA
-sink_rate="$(wrk -t2 -c"$connections" -d5s -s "$work/post.lua" "http://127.0.0.1:$sink_port" | awk '/Requests\/sec/ { print int($2) }')"
+median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 DATABASE_URL="$database_url" "$binary" migrate >/dev/null 2>&1
 ACTIONHOOK_ADMIN_TOKEN="$admin_token" DATABASE_URL="$database_url" ACTIONHOOK_HOST=127.0.0.1 \
     ACTIONHOOK_PORT="$service_port" ACTIONHOOK_ALLOW_PRIVATE_WEBHOOKS=1 ACTIONHOOK_WORKER_CONCURRENCY="$concurrency" \
-    ACTIONHOOK_LOG_LEVEL=warning "$binary" serve >"$work/service.log" 2>&1 &
+    ACTIONHOOK_APNS_URL="https://127.0.0.1:$standin_port" ACTIONHOOK_APNS_CA_FILE="$tls/ca.pem" \
+    ACTIONHOOK_RATE_LIMIT_PER_SECOND=10000000 ACTIONHOOK_DEVICE_RATE_LIMIT_PER_SECOND=10000000 \
+    ACTIONHOOK_HTTP_MAX_CONNECTIONS_PER_IP=0 ACTIONHOOK_LOG_LEVEL=warning "$binary" serve >"$work/service.log" 2>&1 &
 service_pid=$!
 pids+=("$service_pid")
 for _ in $(seq 100); do
     curl -fs "http://127.0.0.1:$service_port/readyz" >/dev/null 2>&1 && break
     sleep 0.1
 done
-curl -fs -H "Authorization: Bearer $admin_token" -H "Content-Type: application/json" \
-    "http://127.0.0.1:$service_port/v1/apps" \
-    -d "{\"id\":\"bench\",\"name\":\"bench\",\"webhook\":{\"url\":\"http://127.0.0.1:$sink_port/v1/responses\"}}" >/dev/null
+admin() {
+    curl -fsS -X "$1" -H "Authorization: Bearer $admin_token" -H "Content-Type: application/json" \
+        "http://127.0.0.1:$service_port$2" --data-binary "$3"
+}
+apns_settings="$(python3 -c 'import json, sys; print(json.dumps({"teamId": "TEAM123456", "keyId": "KEYID12345",
+    "privateKey": open(sys.argv[1]).read(), "topic": "com.example.bench", "environment": "production"}))' "$tls/authkey.p8")"
+admin POST /v1/apps "{\"id\":\"bench\",\"name\":\"bench\",\"webhook\":{\"url\":\"http://127.0.0.1:$sink_port/v1/responses\"},
+    \"apns\":$apns_settings}" >/dev/null
 
-rates=()
-for run in $(seq "$runs"); do
+# One drain: $2 due follow-ups of channel $1 written at once; prints "rate service_us pg_us".
+drain() {
+    local channel="$1" count="$2" payload service_before pg_before started finished elapsed
+    if [[ "$channel" == apns ]]; then
+        payload="jsonb_build_object('deviceToken', '$device_token', 'pushType', 'alert',
+            'payload', jsonb_build_object('aps', jsonb_build_object('alert', 'Rooftop party at 8', 'n', n)))"
+    else
+        payload="jsonb_build_object('body', jsonb_build_object('type', 'bench', 'n', n))"
+    fi
     psql_ -c "TRUNCATE delivery_attempts, followups, responses"
     service_before="$(cpu_seconds "$service_pid")"
     mapfile -t pg_pids < <(postgres_pids)
@@ -127,37 +177,142 @@ for run in $(seq "$runs"); do
     psql_ <<SQL
 BEGIN;
 INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier, outcome, answer)
-VALUES ('bench', '00000000-0000-4000-8000-000000000001', 'bench-$run', '\x00'::bytea, 'bulk', 'recorded', '{}');
+VALUES ('bench', '00000000-0000-4000-8000-000000000001', 'bench-drain', '\x00'::bytea, 'bulk', 'recorded', '{}');
 INSERT INTO followups (app_id, id, response_id, ordinal, channel, payload, due_at)
-SELECT 'bench', gen_random_uuid(), '00000000-0000-4000-8000-000000000001', n, 'webhook',
-       jsonb_build_object('body', jsonb_build_object('type', 'bench', 'n', n)), now()
-FROM generate_series(1, $deliveries) AS n;
+SELECT 'bench', gen_random_uuid(), '00000000-0000-4000-8000-000000000001', n, '$channel', $payload, now()
+FROM generate_series(1, $count) AS n;
 NOTIFY actionhook_followups;
 COMMIT;
 SQL
-    while true; do
-        done_count="$(psql_ -c "SELECT count(*) FROM followups WHERE status IN ('delivered', 'dead')")"
-        [[ "$done_count" -ge "$deliveries" ]] && break
+    # Done when nothing is due or running: two probes of the partial indexes the worker itself uses
+    # (a count over the table, every 50 ms, would add its own PostgreSQL CPU to the figure).
+    while [[ "$(psql_ -c "SET enable_seqscan = off" -c "SELECT EXISTS (SELECT 1 FROM followups WHERE status IN ('pending', 'retrying'))
+                OR EXISTS (SELECT 1 FROM followups WHERE status = 'running')")" != f ]]; do
         sleep 0.05
     done
     finished="$(date +%s.%N)"
+    local service_after pg_after dead
     service_after="$(cpu_seconds "$service_pid")"
     pg_after="$(cpu_seconds "${pg_pids[@]}")"
-    dead="$(psql_ -c "SELECT count(*) FROM followups WHERE status = 'dead'")"
+    dead="$(psql_ -c "SELECT count(*) FROM followups WHERE status <> 'delivered'")"
+    if [[ "$dead" != 0 ]]; then
+        log "$channel: $dead of $count follow-ups were not delivered"
+        psql_ -c "SELECT error_class, http_status, count(*) FROM delivery_attempts GROUP BY 1, 2" >&2
+        exit 1
+    fi
     elapsed="$(echo "$finished - $started" | bc)"
-    rate="$(echo "$deliveries / $elapsed" | bc)"
-    service_us="$(echo "scale=1; ($service_after - $service_before) * 1000000 / $deliveries" | bc)"
-    pg_us="$(echo "scale=1; ($pg_after - $pg_before) * 1000000 / $deliveries" | bc)"
-    log "run $run: $deliveries in ${elapsed}s = $rate deliveries/s ($dead dead); CPU per delivery: service ${service_us} µs, PostgreSQL ${pg_us} µs"
-    rates+=("$rate")
-done
+    echo "$(echo "$count / $elapsed" | bc)" \
+        "$(echo "scale=1; ($service_after - $service_before) * 1000000 / $count" | bc)" \
+        "$(echo "scale=1; ($pg_after - $pg_before) * 1000000 / $count" | bc)"
+}
 
-median="$(printf '%s\n' "${rates[@]}" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
-printf '%-28s %12s\n' "sink ceiling (req/s)" "$sink_rate"
-printf '%-28s %12s\n' "webhook drain (median/s)" "$median"
-printf '%-28s %12s\n' "goal" "$goal"
-if [[ "$median" -lt "$goal" && "${BENCH_ALLOW_FAIL:-0}" != 1 ]]; then
-    echo "P6 webhook drain: FAIL ($median < $goal deliveries/s)"
-    exit 1
+# Drains of channel $1, BENCH_RUNS times; sets drain_median and drain_cpu (the median run's CPU).
+drains() {
+    local channel="$1" run rate service_us pg_us
+    local -a rates=() lines=()
+    for run in $(seq "$runs"); do
+        read -r rate service_us pg_us < <(drain "$channel" "$deliveries")
+        log "$channel run $run: $rate deliveries/s; CPU per delivery: service $service_us µs, PostgreSQL $pg_us µs"
+        rates+=("$rate")
+        lines+=("$rate $service_us $pg_us")
+    done
+    drain_median="$(median "${rates[@]}")"
+    drain_cpu="$(printf '%s\n' "${lines[@]}" | awk -v m="$drain_median" '$1 == m { printf "service %s µs, PostgreSQL %s µs", $2, $3; exit }')"
+}
+
+failures=()
+summary=()
+
+if [[ "$phases" == *" webhook "* ]]; then
+    log "webhook receiver ceiling (wrk, $connections connections, 5 s)"
+    cat >"$work/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"type":"response.accepted","data":{"n":1}}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.path = "/v1/responses"
+LUA
+    sink_rate="$(wrk -t2 -c"$connections" -d5s -s "$work/post.lua" "http://127.0.0.1:$sink_port" | awk '/Requests\/sec/ { print int($2) }')"
+    drains webhook
+    summary+=("$(printf '%-34s %12s' "webhook receiver ceiling (req/s)" "$sink_rate")")
+    summary+=("$(printf '%-34s %12s   (%s per delivery)' "webhook drain (median/s)" "$drain_median" "$drain_cpu")")
+    [[ "$drain_median" -ge "$goal" ]] || failures+=("webhook drain $drain_median/s < $goal/s")
 fi
-echo "P6 webhook drain: $median deliveries/s (goal $goal)"
+
+if [[ "$phases" == *" apns "* ]]; then
+    log "APNs stand-in ceiling (h2load, one connection, $concurrency streams, 100,000 pushes)"
+    printf '%s' '{"aps":{"alert":"Rooftop party at 8","n":1}}' >"$work/push.json"
+    # A provider token's size: ES256 JWTs are about 190 characters.
+    jwt="eyJhbGciOiJFUzI1NiIsImtpZCI6IktFWUlEMTIzNDUifQ.eyJpc3MiOiJURUFNMTIzNDU2IiwiaWF0IjoxNzY0MDAwMDAwfQ.$(printf 'x%.0s' {1..86})"
+    standin_rate="$(h2load -n 100000 -c 1 -m "$concurrency" -d "$work/push.json" \
+        -H "authorization: bearer $jwt" -H "apns-topic: com.example.bench" -H "apns-push-type: alert" \
+        -H "apns-priority: 10" -H "apns-id: 8f1c3f2e-6a44-4c4e-9d0a-3b1f5e2d7c11" \
+        "https://127.0.0.1:$standin_port/3/device/$device_token" | awk '/^finished in/ { print int($4) }')"
+    drains apns
+    summary+=("$(printf '%-34s %12s' "APNs stand-in ceiling (req/s)" "$standin_rate")")
+    summary+=("$(printf '%-34s %12s   (%s per delivery)' "APNs drain, one HTTP/2 conn (med/s)" "$drain_median" "$drain_cpu")")
+    [[ "$drain_median" -ge "$goal" ]] || failures+=("APNs drain $drain_median/s < $goal/s")
+fi
+
+if [[ "$phases" == *" load "* ]]; then
+    log "full ingest load for ${load_seconds}s, 1 reply in 4 making a webhook follow-up"
+    ingest_key="$(bash bench/setup-app.sh "http://127.0.0.1:$service_port" "$admin_token" load)"
+    admin PATCH /v1/apps/load "{\"webhook\":{\"url\":\"http://127.0.0.1:$sink_port/v1/responses\"}}" >/dev/null
+    psql_ -c "TRUNCATE delivery_attempts, followups, responses"
+    BENCH_MODE=mixed BENCH_KEY="$ingest_key" BENCH_EXPECT=202 BENCH_OUT="$work/load.json" \
+        wrk -t2 -c"$connections" -d"${load_seconds}s" --timeout 10s -s bench/lua/ingest.lua \
+        "http://127.0.0.1:$service_port/v1/responses" >"$work/load.out" 2>&1
+    read -r replies created delivered backlog < <(psql_ -F ' ' -c "
+        SELECT (SELECT count(*) FROM responses), count(*), count(*) FILTER (WHERE status = 'delivered'),
+            count(*) FILTER (WHERE status <> 'delivered') FROM followups")
+    load_rps="$(python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["good_rps"]))' "$work/load.json")"
+    creation_rate=$((created / load_seconds))
+    delivery_rate=$((delivered / load_seconds))
+    log "load: $replies replies ($load_rps/s), $created follow-ups created ($creation_rate/s), $delivered delivered, backlog $backlog at the end"
+    summary+=("$(printf '%-34s %12s' "ingest under load (replies/s)" "$load_rps")")
+    summary+=("$(printf '%-34s %12s' "follow-ups created (/s)" "$creation_rate")")
+    summary+=("$(printf '%-34s %12s' "follow-ups delivered (/s)" "$delivery_rate")")
+    summary+=("$(printf '%-34s %12s   (goal: at most %s, one second of creation)' "backlog after ${load_seconds}s" "$backlog" "$creation_rate")")
+    [[ "$backlog" -le "$creation_rate" ]] || failures+=("backlog $backlog > one second of creation ($creation_rate)")
+fi
+
+if [[ "$phases" == *" snooze "* ]]; then
+    log "$snoozes snoozes at 100/s, each due ${snooze_delay}s later"
+    snooze_key="$(admin POST /v1/apps "{\"id\":\"snooze\",\"name\":\"snooze\",\"apns\":$apns_settings}" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["ingestKey"]["secret"])')"
+    admin PUT /v1/apps/snooze/categories/TIMER_EXPIRED '{"actions": [{"identifier": "snooze", "title": "Snooze"}]}' >/dev/null
+    admin POST /v1/apps/snooze/rules "{\"id\": \"timer-snooze\", \"match\": {\"category\": \"TIMER_EXPIRED\", \"action\": \"snooze\"},
+        \"handler\": {\"type\": \"snooze\", \"delaySeconds\": $snooze_delay, \"maxSnoozes\": 10}}" >/dev/null
+    psql_ -c "TRUNCATE delivery_attempts, followups, responses"
+    seconds=$(((snoozes + 99) / 100))
+    BENCH_MODE=snooze BENCH_TOKEN="$device_token" BENCH_KEY="$snooze_key" BENCH_EXPECT=202 BENCH_RATE=100 \
+        BENCH_THREADS=1 BENCH_OUT="$work/snooze.json" wrk -t1 -c4 -d"${seconds}s" --timeout 10s \
+        -s bench/lua/ingest.lua "http://127.0.0.1:$service_port/v1/responses" >"$work/snooze.out" 2>&1
+    for _ in $(seq 600); do
+        [[ "$(psql_ -c "SELECT count(*) FROM followups WHERE status NOT IN ('delivered', 'dead')")" == 0 ]] && break
+        sleep 0.1
+    done
+    read -r fired_count not_delivered early p50 p99 max answered_p99 < <(psql_ -F ' ' -c "
+        SELECT count(*), count(*) FILTER (WHERE f.status <> 'delivered'),
+            count(*) FILTER (WHERE a.started_at < f.due_at - interval '1 millisecond'),
+            round(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM a.started_at - f.due_at))),
+            round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM a.started_at - f.due_at))),
+            round(1000 * max(extract(epoch FROM a.started_at - f.due_at))),
+            round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM a.finished_at - f.due_at)))
+        FROM followups f JOIN delivery_attempts a ON a.app_id = f.app_id AND a.followup_id = f.id AND a.attempt = 1
+        WHERE f.app_id = 'snooze'")
+    answered="$(psql_ -c "SELECT count(*) FROM responses WHERE app_id = 'snooze' AND outcome = 'snoozed'")"
+    log "snooze: $answered snoozed, $fired_count fired ($not_delivered not delivered, $early early); lateness p50 ${p50} ms, p99 ${p99} ms, max ${max} ms; answered p99 ${answered_p99} ms"
+    summary+=("$(printf '%-34s %12s   (p50 %s ms, max %s ms; %s of %s fired, %s early)' "snooze firing lateness p99 (ms)" "$p99" "$p50" "$max" "$fired_count" "$answered" "$early")")
+    summary+=("$(printf '%-34s %12s' "snooze answered lateness p99 (ms)" "$answered_p99")")
+    [[ "$answered" -gt 0 && "$fired_count" == "$answered" && "$not_delivered" == 0 && "$early" == 0 ]] ||
+        failures+=("snoozes: $fired_count of $answered fired, $not_delivered not delivered, $early early")
+    [[ "$p99" -le "$lateness_goal_ms" ]] || failures+=("snooze firing lateness p99 $p99 ms > $lateness_goal_ms ms")
+fi
+
+printf '%s\n' "${summary[@]}"
+if ((${#failures[@]} > 0)); then
+    printf 'P6/P7: FAIL: %s\n' "${failures[@]}"
+    [[ "${BENCH_ALLOW_FAIL:-0}" == 1 ]] || exit 1
+else
+    echo "P6/P7: every goal met (drains >= $goal/s, backlog <= one second of creation, snooze lateness p99 <= $lateness_goal_ms ms)"
+fi

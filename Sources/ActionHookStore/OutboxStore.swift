@@ -16,6 +16,8 @@ public struct ClaimedFollowUp: Sendable {
     public var payload: JSONValue
     /// How late the claim is: claim time minus due time, in seconds.
     public var lateness: Double
+    /// A push to a device token APNs already reported dead: recorded as skipped, never sent.
+    public var deviceDead: Bool = false
 }
 
 /// How an attempt ended.
@@ -26,20 +28,6 @@ public enum AttemptResult: Sendable, Equatable {
     case failed(httpStatus: Int?, errorClass: String, retryAfterMilliseconds: Int?)
     /// Not sent because the device token is known dead.
     case skipped(reason: String)
-}
-
-/// A device token of an app.
-public struct DeviceKey: Sendable, Hashable {
-    /// The app.
-    public var appID: String
-    /// The APNs device token (hex).
-    public var token: String
-
-    /// Creates a key.
-    public init(appID: String, token: String) {
-        self.appID = appID
-        self.token = token
-    }
 }
 
 /// An attempt that ended, to be recorded.
@@ -90,34 +78,51 @@ public struct OutboxStore: Sendable {
     /// Planned with the finishing transaction's settings: the due index, oldest first, and each row by
     /// primary key, whatever the statistics say. Left to statistics taken while the outbox was small (a
     /// new install, a burst of ingest before autovacuum), a plan may scan the whole table per claim.
+    ///
+    /// One round trip: `BEGIN`, the settings, the claim and `COMMIT` go out as one pipeline, and each
+    /// push comes back with whether its device token is known dead. A connection lost on the way is
+    /// tried once more on another connection: rows a lost answer had claimed stay leased to nobody and
+    /// the lease sweep returns them, so nothing is sent twice within an attempt and nothing is lost.
     public func claim(limit: Int, leaseSeconds: Int) throws -> [ClaimedFollowUp] {
-        let rows = try pool.transaction { connection in
-            _ = try connection.execute(Self.planSettings)
-            return try connection.query(
-                ("""
-                WITH due AS (
-                    SELECT app_id, id FROM followups
-                    WHERE status IN ('pending', 'retrying') AND due_at <= now()
-                    ORDER BY due_at
-                    LIMIT \(limit)
-                    FOR UPDATE SKIP LOCKED
-                )
-                UPDATE followups f
-                SET status = 'running', attempt = f.attempt + 1,
-                    lease_until = now() + make_interval(secs => \(leaseSeconds)), updated_at = now()
-                FROM due
-                WHERE f.app_id = due.app_id AND f.id = due.id
-                RETURNING f.app_id, f.id, f.attempt, f.channel, f.payload,
-                    extract(epoch FROM now() - f.due_at)::float8 AS lateness
-                """ as PostgresQuery).prepared)
+        let statement = Self.claimBatch(limit: limit, leaseSeconds: leaseSeconds)
+        let rows: PostgresRows
+        do {
+            rows = try pool.pipelinedTransaction([Self.planSettings, statement])[1]
+        } catch let error as PostgresError where error.isConnectionError {
+            rows = try pool.pipelinedTransaction([Self.planSettings, statement])[1]
         }
         return try rows.map { row in
             ClaimedFollowUp(
                 appID: try row.decode("app_id"), id: try row.decode("id"), attempt: try row.decode("attempt"),
                 channel: FollowUpChannel(rawValue: try row.decode("channel")) ?? .webhook,
                 payload: try JSONParser.parse(try row.decode("payload", as: PostgresJSON.self).text),
-                lateness: try row.decode("lateness"))
+                lateness: try row.decode("lateness"), deviceDead: try row.decode("device_dead"))
         }
+    }
+
+    static func claimBatch(limit: Int, leaseSeconds: Int) -> PostgresQuery {
+        (
+            """
+            WITH due AS (
+                SELECT app_id, id FROM followups
+                WHERE status IN ('pending', 'retrying') AND due_at <= now()
+                ORDER BY due_at
+                LIMIT \(limit)
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE followups f
+            SET status = 'running', attempt = f.attempt + 1,
+                lease_until = now() + make_interval(secs => \(leaseSeconds)), updated_at = now()
+            FROM due
+            WHERE f.app_id = due.app_id AND f.id = due.id
+            RETURNING f.app_id, f.id, f.attempt, f.channel, f.payload,
+                extract(epoch FROM now() - f.due_at)::float8 AS lateness,
+                f.channel = 'apns' AND EXISTS (
+                    SELECT 1 FROM devices d
+                    WHERE d.app_id = f.app_id AND d.token = f.payload ->> 'deviceToken' AND d.status = 'dead'
+                ) AS device_dead
+            """ as PostgresQuery
+        ).prepared
     }
 
     /// Records an attempt's end, fenced by its attempt number. Returns `false` when the claim was
@@ -134,7 +139,8 @@ public struct OutboxStore: Sendable {
     /// whose attempt was recorded.
     ///
     /// The worker calls this with everything that finished since its last call, so the cost of a
-    /// commit is shared by every delivery of the batch (group commit, as ingest does).
+    /// commit is shared by every delivery of the batch (group commit, as ingest does). `BEGIN`, the
+    /// settings, the statement and `COMMIT` go out as one pipeline: one round trip.
     @discardableResult
     public func finish(_ attempts: [FinishedAttempt]) throws -> Set<UUID> {
         guard !attempts.isEmpty else { return [] }
@@ -157,18 +163,17 @@ public struct OutboxStore: Sendable {
                 Int(attempt.duration.components.seconds * 1000
                     + attempt.duration.components.attoseconds / 1_000_000_000_000_000))
         }
-        let rows = try pool.transaction { connection in
-            _ = try connection.execute(Self.planSettings)
-            return try connection.query(
-                Self.finishBatch(
-                    apps: apps, ids: ids, attempts: numbers, statuses: statuses, errors: errors, retries: retries,
-                    httpStatuses: httpStatuses, results: results, started: started, durations: durations))
-        }
+        let rows = try pool.pipelinedTransaction([
+            Self.planSettings,
+            Self.finishBatch(
+                apps: apps, ids: ids, attempts: numbers, statuses: statuses, errors: errors, retries: retries,
+                httpStatuses: httpStatuses, results: results, started: started, durations: durations),
+        ])[1]
         return Set(try rows.map { try $0.decode("id", as: UUID.self) })
     }
 
-    /// Settings for the claiming and finishing transactions: their plans reach `followups` by the due
-    /// index and by primary key,
+    /// Settings for the worker's statements (claim, finish, sweep, next due): their plans reach
+    /// `followups` by the due or lease index and by primary key,
     /// whatever the statistics say. Left to them, right after a burst of ingest the planner took
     /// `followups_by_status` and walked every dead entry of it for each row (0.08 → 2.4 ms a call
     /// over 20,000 deliveries); a generic plan made once per connection also skips planning each batch.
@@ -181,6 +186,9 @@ public struct OutboxStore: Sendable {
     ).prepared
 
     // One statement: the fenced update of every row still ours, and an attempt row for each of them.
+    // The attempt rows come from the update's own RETURNING (which sees the batch's columns): joining
+    // the batch to the updated rows again would be a nested loop over both, quadratic in the batch,
+    // since the plan settings turn hash and merge joins off.
     static func finishBatch(
         apps: [String], ids: [UUID], attempts: [Int], statuses: [String], errors: [String], retries: [Int],
         httpStatuses: [Int], results: [String], started: [Int], durations: [Int]
@@ -200,14 +208,14 @@ public struct OutboxStore: Sendable {
                         ELSE now() + make_interval(secs => b.retry_ms / 1000.0) END
                 FROM batch b
                 WHERE f.app_id = b.app_id AND f.id = b.id AND f.attempt = b.attempt AND f.status = 'running'
-                RETURNING f.app_id, f.id, f.attempt
+                RETURNING f.app_id, f.id, f.attempt, b.result, b.http_status, b.error_class, b.started_ms, b.duration_ms
             ),
             recorded AS (
                 INSERT INTO delivery_attempts (app_id, followup_id, attempt, started_at, finished_at, result,
                     http_status, error_class, duration_ms)
-                SELECT b.app_id, b.id, b.attempt, to_timestamp(b.started_ms / 1000.0), now(), b.result,
-                    nullif(b.http_status, -1), nullif(b.error_class, ''), b.duration_ms
-                FROM batch b JOIN updated u ON u.app_id = b.app_id AND u.id = b.id AND u.attempt = b.attempt
+                SELECT app_id, id, attempt, to_timestamp(started_ms / 1000.0), now(), result,
+                    nullif(http_status, -1), nullif(error_class, ''), duration_ms
+                FROM updated
                 ON CONFLICT DO NOTHING
             )
             SELECT id FROM updated
@@ -229,56 +237,47 @@ public struct OutboxStore: Sendable {
         }
     }
 
-    /// Returns follow-ups whose lease expired (their worker died) to the queue, due now.
+    /// Returns follow-ups whose lease expired (their worker died) to the queue, due now. Planned with
+    /// the claim's settings (by the lease index), as are the two reads below (by the due index).
     @discardableResult
     public func sweepExpiredLeases() throws -> Int {
-        try pool.withConnection { connection in
-            try connection.execute(
-                """
+        let rows = try pool.pipelinedTransaction([
+            Self.planSettings,
+            """
+            WITH swept AS (
                 UPDATE followups SET status = 'retrying', lease_until = NULL, due_at = now(), updated_at = now(),
                     last_error = 'lease expired'
                 WHERE status = 'running' AND lease_until < now()
-                """)
-        }
+                RETURNING 1
+            )
+            SELECT count(*) AS swept FROM swept
+            """,
+        ])[1]
+        return try rows[0].decode("swept")
     }
 
     /// Seconds until the next follow-up is due (0 when one is due now), or `nil` when none waits.
     public func secondsUntilNextDue() throws -> Double? {
-        try pool.withConnection { connection in
-            let rows = try connection.query(
-                """
-                SELECT greatest(0, extract(epoch FROM min(due_at) - now()))::float8 AS wait
-                FROM followups WHERE status IN ('pending', 'retrying')
-                """)
-            return try rows[0].decode("wait", as: Double?.self)
-        }
+        let rows = try pool.pipelinedTransaction([
+            Self.planSettings,
+            """
+            SELECT greatest(0, extract(epoch FROM min(due_at) - now()))::float8 AS wait
+            FROM followups WHERE status IN ('pending', 'retrying')
+            """,
+        ])[1]
+        return try rows[0].decode("wait", as: Double?.self)
     }
 
     /// Queue depth and the age in seconds of the oldest due follow-up (0 when none is due).
     public func queueStatistics() throws -> (due: Int, oldestDueAge: Double) {
-        try pool.withConnection { connection in
-            let rows = try connection.query(
-                """
-                SELECT count(*) AS due, coalesce(extract(epoch FROM now() - min(due_at)), 0)::float8 AS age
-                FROM followups WHERE status IN ('pending', 'retrying') AND due_at <= now()
-                """)
-            return (try rows[0].decode("due"), try rows[0].decode("age"))
-        }
-    }
-
-    /// Which of these device tokens APNs reported dead, in one query for a whole claimed batch.
-    public func deadDevices(_ devices: [DeviceKey]) throws -> Set<DeviceKey> {
-        guard !devices.isEmpty else { return [] }
-        let rows = try pool.withConnection { connection in
-            try connection.query(
-                """
-                SELECT d.app_id, d.token
-                FROM unnest(\(devices.map(\.appID))::text[], \(devices.map(\.token))::text[]) AS k(app_id, token)
-                JOIN devices d ON d.app_id = k.app_id AND d.token = k.token
-                WHERE d.status = 'dead'
-                """)
-        }
-        return Set(try rows.map { DeviceKey(appID: try $0.decode("app_id"), token: try $0.decode("token")) })
+        let rows = try pool.pipelinedTransaction([
+            Self.planSettings,
+            """
+            SELECT count(*) AS due, coalesce(extract(epoch FROM now() - min(due_at)), 0)::float8 AS age
+            FROM followups WHERE status IN ('pending', 'retrying') AND due_at <= now()
+            """,
+        ])[1]
+        return (try rows[0].decode("due"), try rows[0].decode("age"))
     }
 
     /// Marks a device token dead (APNs 410 Unregistered or 400 BadDeviceToken).

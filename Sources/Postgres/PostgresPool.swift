@@ -120,6 +120,27 @@ public final class PostgresPool: @unchecked Sendable {
         return value
     }
 
+    /// Runs `queries` as one transaction in one round trip: `BEGIN`, the queries and `COMMIT` go out
+    /// as one pipeline (see ``PostgresConnection/pipeline(_:)``) on a pooled connection.
+    ///
+    /// If a query fails, the rest (and `COMMIT`) are skipped and the transaction is rolled back. A
+    /// connection lost during the round trip leaves it unknown whether the transaction committed, so
+    /// nothing is retried here: callers whose writes are fenced or leased may try again themselves.
+    ///
+    /// - Returns: Each query's rows, in order.
+    /// - Throws: As ``withConnection(_:)`` and ``PostgresConnection/pipeline(_:)``.
+    public func pipelinedTransaction(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
+        try withConnection { connection in
+            do {
+                let rows = try connection.pipeline(["BEGIN"] + queries + ["COMMIT"])
+                return Array(rows.dropFirst().dropLast())
+            } catch {
+                connection.rollbackIfOpen()
+                throw error
+            }
+        }
+    }
+
     /// Runs a transaction as pipelines (see ``PostgresConnection/pipeline(_:)``) on a pooled
     /// connection: `BEGIN` goes out with the first statements `body` sends and `COMMIT` with the
     /// statements it returns, so a transaction that reads once and then writes takes two round trips.

@@ -5,6 +5,10 @@
 --                  Idempotency-Key (run nonce, thread id, counter) and its own mix of event and device.
 --                  reject: a valid-JSON "comment" with blank userText, which ActionHook refuses with
 --                  422 before the database.
+--                  mixed: as ingest, but only every 4th answer is "accept" (one webhook follow-up with
+--                  bench/setup-app.sh's rules); the others are "maybe" (recorded, no follow-up).
+--                  snooze: a TIMER_EXPIRED "snooze", each for its own notification, all from the
+--                  device BENCH_TOKEN (a rule with a snooze handler re-sends it there when due).
 --   BENCH_KEY      the ingest key sent as the bearer token
 --   BENCH_EXPECT   the status every answer must have (default 202); others are counted as errors
 --   BENCH_RATE     0 (default): closed loop, each connection sends as soon as it has its answer.
@@ -27,6 +31,7 @@ local rate = tonumber(os.getenv("BENCH_RATE") or "0")
 local wrk_threads = tonumber(os.getenv("BENCH_THREADS") or "1")
 local nonce = os.getenv("BENCH_NONCE") or tostring(os.time())
 local out = os.getenv("BENCH_OUT")
+local fixed_token = os.getenv("BENCH_TOKEN")
 
 -- setup() runs in the main Lua state, once per thread; done() reads the threads back from here.
 local threads = {}
@@ -78,6 +83,14 @@ local reject_body = [[{"actionIdentifier":"comment","categoryIdentifier":"event-
     .. [["organizer":{"id":"u-%d","tier":"standard"},"recurring":false,"attendees":12},]]
     .. [["deviceToken":"%s","respondedAt":"2026-11-20T10:00:00.000Z"}]]
 
+local maybe_body = invite_body:gsub('"actionIdentifier":"accept"', '"actionIdentifier":"maybe"')
+
+local snooze_body = [[{"actionIdentifier":"snooze","categoryIdentifier":"TIMER_EXPIRED",]]
+    .. [["notificationIdentifier":"timer-%d-%d",]]
+    .. [["userInfo":{"aps":{"alert":{"title":"Tea","body":"Your 4 minutes are up"},"category":"TIMER_EXPIRED"},]]
+    .. [["timerId":"t-%d-%d","label":"Tea","minutes":%d},]]
+    .. [["deviceToken":"%s","respondedAt":"2026-11-20T10:00:00.000Z"}]]
+
 local template = mode == "reject" and reject_body or invite_body
 
 function request()
@@ -88,7 +101,14 @@ function request()
     local device = id * 4096 + counter % 512
     local token = string.rep(string.format("%08x", device), 8)
     headers["Idempotency-Key"] = nonce .. "-" .. id .. "-" .. counter
-    local body = string.format(template, id, event, event, event % 7, event % 97, token)
+    local body
+    if mode == "snooze" then
+        body = string.format(snooze_body, id, counter, id, counter, counter % 10 + 1, fixed_token or token)
+    elseif mode == "mixed" and counter % 4 ~= 0 then
+        body = string.format(maybe_body, id, event, event, event % 7, event % 97, token)
+    else
+        body = string.format(template, id, event, event, event % 7, event % 97, token)
+    end
     return wrk.format("POST", "/v1/responses", headers, body)
 end
 
