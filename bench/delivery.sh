@@ -28,7 +28,7 @@
 # Environment: BENCH_DELIVERIES (20000), BENCH_RUNS (3), BENCH_CONNECTIONS (64), BENCH_GOAL (5000),
 # BENCH_LOAD_SECONDS (60), BENCH_SNOOZES (2000), BENCH_SNOOZE_DELAY (2), BENCH_LATENESS_GOAL_MS (50),
 # BENCH_WORKER_CONCURRENCY (128, the service's default), BENCH_PHASES ("webhook apns load snooze"),
-# BENCH_PG_PORT (55433), BENCH_SKIP_BUILD=1, BENCH_ALLOW_FAIL=1, BENCH_KEEP_WORK=1 (keep the logs).
+# BENCH_PG_PORT (55433), BENCH_BINARY (another actionhook binary, e.g. to compare builds), BENCH_SKIP_BUILD=1, BENCH_ALLOW_FAIL=1, BENCH_KEEP_WORK=1 (keep the logs).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -78,14 +78,14 @@ if ((${#missing[@]} > 0)); then
     "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+if [[ -z "${BENCH_BINARY:-}" && "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
     log "building the release binary"
     swift build -c release --product actionhook >"$work/build.log" 2>&1 || {
         cat "$work/build.log" >&2
         exit 1
     }
 fi
-binary="$(swift build -c release --show-bin-path)/actionhook"
+binary="${BENCH_BINARY:-$(swift build -c release --show-bin-path)/actionhook}"
 read -r -a mhd_flags <<<"$(pkg-config --cflags --libs libmicrohttpd)"
 gcc -O2 -o "$work/bare" bench/bare/bare.c "${mhd_flags[@]}"
 

@@ -206,7 +206,21 @@ def main():
         print(f"{result['rps']:.1f}" if result else "0")
         return 0
 
-    results = {name: contender(args.raw, name) for name, _ in ORDER}
+    # The peer's pool sweep (peer-poolN), smallest pool first, just before "peer" (a copy of the best).
+    pools = sorted({int(m.group(1)) for path in glob.glob(os.path.join(args.raw, "peer-pool*-*"))
+                    if (m := re.match(r"peer-pool(\d+)-", os.path.basename(path)))})
+    order = []
+    for name, label in ORDER:
+        if name == "peer":
+            order += [(f"peer-pool{pool}", f"peer, pool {pool}") for pool in pools]
+            best = None
+            if os.path.exists(os.path.join(args.raw, "peer.pool")):
+                with open(os.path.join(args.raw, "peer.pool")) as handle:
+                    best = handle.read().strip()
+            label = f"{label} (best: pool {best})" if best else label
+        order.append((name, label))
+
+    results = {name: contender(args.raw, name) for name, _ in order}
     results = {name: value for name, value in results.items() if value is not None}
 
     def get(name, key):
@@ -254,12 +268,14 @@ def main():
     header = f"{'contender':<48} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS':>9} {'errors':>7}  vs reference"
     lines.append(header)
     lines.append("-" * len(header))
-    for name, label in ORDER:
+    for name, label in order:
         if name not in results:
             continue
         result = results[name]
         peak = result["rss"]["peak_mib"] if result["rss"] else None
         note = ""
+        if name.startswith("peer-pool") and ratio(name, "peer") is not None:
+            note = f"{ratio(name, 'peer'):.2f}x the best pool"
         if name in REFERENCE and ratio(name, REFERENCE[name]) is not None:
             note = f"{ratio(name, REFERENCE[name]):.2f}x {REFERENCE[name]}"
         if name == "actionhook" and ratio("actionhook", "pgbench-p2") is not None:

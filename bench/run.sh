@@ -8,7 +8,8 @@
 #   bare          bench/bare/bare.c: libmicrohttpd set up as ActionHook's, 202 without work (the ceiling)
 #   pgbench-*     the same rows inserted by pgbench -M prepared: one response per transaction, a response
 #                 and its follow-up per transaction, and one response per transaction at 32 clients (P2)
-#   peer          bench/peer: the same endpoint with Hummingbird 2 + PostgresNIO (release build)
+#   peer          bench/peer: the same endpoint with Hummingbird 2 + PostgresNIO (release build), measured at
+#                 each pool size of BENCH_PEER_POOLS (peer-poolN); the best median is the reference "peer"
 #   actionhook    ActionHook's release build, the full ingest path on a realistic app (bench/setup-app.sh)
 #   actionhook-reject    a request ActionHook refuses with 422 before the database (P3)
 #   actionhook-unauthorized  the same body without a key, refused with 401 before parsing it: the
@@ -20,7 +21,7 @@
 # bench/results/<run>/), the table to stdout; the exit status is non-zero when a figure falls short.
 #
 # Environment: BENCH_DURATION (15 s), BENCH_RUNS (3), BENCH_WARMUP (5 s), BENCH_SOAK (300 s), BENCH_CONNECTIONS (64),
-# BENCH_P2_CLIENTS (32), BENCH_WRK_THREADS (2), BENCH_PG_PORT (55432), BENCH_ALLOW_FAIL=1 (report only,
+# BENCH_P2_CLIENTS (32), BENCH_PEER_POOLS ("8 16 32 64"), BENCH_WRK_THREADS (2), BENCH_PG_PORT (55432), BENCH_ALLOW_FAIL=1 (report only,
 # exit 0), BENCH_SKIP_BUILD=1 (use the binaries already built), BENCH_ONLY (space-separated contender
 # names to run; the figures that need others are then reported as missing), BENCH_PG_EXTRA (more
 # name=value settings for the throwaway PostgreSQL, for experiments: e.g. "backend_flush_after=256kB").
@@ -45,6 +46,7 @@ bare_port=18090
 peer_port=18091
 actionhook_port=18092
 http_threads=8 # ActionHook's default ACTIONHOOK_HTTP_THREADS; the bare server uses the same
+peer_pools="${BENCH_PEER_POOLS:-8 16 32 64}"
 app_id=bench
 
 for number in "$duration" "$runs" "$warmup" "$soak" "$connections" "$p2_clients" "$wrk_threads" "$pg_port"; do
@@ -331,14 +333,29 @@ if wants pgbench-p2; then
 fi
 
 if wants peer; then
-    log "--- peer: Hummingbird 2 + PostgresNIO"
-    reset_tables
-    env PEER_PORT="$peer_port" PEER_DB_PORT="$pg_port" PEER_APP_ID="$app_id" PEER_INGEST_KEY="$ingest_key" \
-        PEER_POOL_SIZE="${BENCH_PEER_POOL_SIZE:-$connections}" "$peer_bin" >"$raw/peer.log" 2>&1 &
-    server_pid=$!
-    wait_http "http://127.0.0.1:$peer_port/" any
-    run_wrk peer "http://127.0.0.1:$peer_port/v1/responses" BENCH_MODE=ingest BENCH_KEY="$ingest_key" BENCH_EXPECT=202
-    stop_server
+    # The peer as a competent deployment would size it: each pool size of BENCH_PEER_POOLS is measured
+    # (contender peer-poolN), and the best median is "peer", the reference of P1.
+    best_pool="" best_rps=0
+    for pool in $peer_pools; do
+        log "--- peer: Hummingbird 2 + PostgresNIO, pool of $pool connections"
+        reset_tables
+        env PEER_PORT="$peer_port" PEER_DB_PORT="$pg_port" PEER_APP_ID="$app_id" PEER_INGEST_KEY="$ingest_key" \
+            PEER_POOL_SIZE="$pool" "$peer_bin" >"$raw/peer-pool$pool.log" 2>&1 &
+        server_pid=$!
+        wait_http "http://127.0.0.1:$peer_port/" any
+        run_wrk "peer-pool$pool" "http://127.0.0.1:$peer_port/v1/responses" BENCH_MODE=ingest BENCH_KEY="$ingest_key" \
+            BENCH_EXPECT=202
+        stop_server
+        rps="$(python3 "$bench_dir/report.py" --median-rps "$raw" "peer-pool$pool")"
+        if [[ -z "$best_pool" ]] || (($(echo "$rps > $best_rps" | bc))); then
+            best_pool="$pool" best_rps="$rps"
+        fi
+    done
+    log "peer: best pool $best_pool ($best_rps req/s median)"
+    for file in "$raw/peer-pool$best_pool"-*; do
+        cp "$file" "$raw/peer-${file#"$raw/peer-pool$best_pool"-}"
+    done
+    echo "$best_pool" >"$raw/peer.pool"
 fi
 
 if wants actionhook || wants actionhook-reject || wants actionhook-unauthorized || wants actionhook-half ||
@@ -393,7 +410,7 @@ python3 "$bench_dir/report.py" "$raw" "${partial[@]}" \
     --out "$run_dir/results.json" --latest "$results_dir/latest.json" \
     --setting duration_s="$duration" --setting runs="$runs" --setting warmup_s="$warmup" --setting soak_s="$soak" \
     --setting connections="$connections" --setting p2_clients="$p2_clients" --setting wrk_threads="$wrk_threads" \
-    --setting http_threads="$http_threads" --setting peer_pool_size="${BENCH_PEER_POOL_SIZE:-$connections}" \
+    --setting http_threads="$http_threads" --setting peer_pools="$peer_pools" \
     --setting postgres="$("$pg_bin/postgres" --version | awk '{ print $3 }')" \
     --setting command="${BENCH_COMMAND:-make bench}" || status=$?
 if ((status != 0)) && [[ "$allow_fail" == 1 ]]; then

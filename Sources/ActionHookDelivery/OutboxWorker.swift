@@ -42,16 +42,12 @@ public struct WorkerConfiguration: Sendable {
 /// Delivers follow-ups from the outbox: claims due rows under a lease, sends them concurrently,
 /// and records each attempt, fenced by its attempt number.
 ///
-/// Two dedicated threads make the (blocking) database calls: the claiming thread claims due rows
-/// and starts their sends as async tasks; the recording thread stores the ends of finished
-/// attempts, everything finished since its last write in one statement (group commit). Each waits
-/// for the database on its own connection, so claiming never waits for recording. `LISTEN/NOTIFY`
-/// wakes the claiming thread early (``wake()``); the next due time and the poll interval bound its
-/// sleep.
+/// One dedicated thread owns every (blocking) database call; sends run as async tasks, whose
+/// results come back to that thread. `LISTEN/NOTIFY` wakes it early (``wake()``); the next due
+/// time and the poll interval bound its sleep.
 public final class OutboxWorker: @unchecked Sendable {
     // @unchecked: every mutable member below is read and written only with `condition` locked,
-    // except `thread` and `recorder` (only `start` and `stop` touch them), `appSettings` (the
-    // claiming thread only) and `unrecorded` (the recording thread only).
+    // except `thread`, which only `start` and `stop` touch.
     let outbox: OutboxStore
     let apps: AppStore
     let webhooks: WebhookSender
@@ -65,21 +61,12 @@ public final class OutboxWorker: @unchecked Sendable {
     private var stopping = false
     private var gracePeriod: Duration = .seconds(10)
     private var inFlight: [UUID: ClaimedFollowUp] = [:]
-    /// Finished attempts waiting for the recording thread.
     private var completions: [Completion] = []
-    /// Attempts the recording thread is writing now.
-    private var recording = 0
-    /// Sends finished and batches recorded since the claiming thread last looked: either may have
-    /// freed capacity, so it looks again.
-    private var progress = 0
-    private var recorderStopping = false
     /// Finished attempts whose recording failed because the database did not answer, kept to be
-    /// recorded again while their leases last (touched by the recording thread only).
+    /// recorded again while their leases last (touched by the worker thread only).
     private var unrecorded: [(attempt: FinishedAttempt, label: String, completion: Completion)] = []
     private var thread: Thread?
-    private var recorder: Thread?
     private let finished = DispatchSemaphore(value: 0)
-    private let recorderFinished = DispatchSemaphore(value: 0)
     private var appSettings: [String: (app: StoredApp?, loadedAt: ContinuousClock.Instant)] = [:]
     /// Apps changed since their settings were cached (`nil` in the set's place: every app).
     private var changedApps: Set<String>? = []
@@ -105,16 +92,9 @@ public final class OutboxWorker: @unchecked Sendable {
         self.logger = logger
     }
 
-    /// Starts the claiming and recording threads.
+    /// Starts the worker thread.
     public func start() {
         precondition(thread == nil, "worker already started")
-        let recorder = Thread { [self] in
-            recordUntilStopped()
-            recorderFinished.signal()
-        }
-        recorder.name = "actionhook-record"
-        self.recorder = recorder
-        recorder.start()
         let thread = Thread { [self] in
             run()
             finished.signal()
@@ -136,7 +116,7 @@ public final class OutboxWorker: @unchecked Sendable {
     public func wake() {
         condition.lock()
         woken = true
-        condition.broadcast()
+        condition.signal()
         condition.unlock()
     }
 
@@ -147,11 +127,10 @@ public final class OutboxWorker: @unchecked Sendable {
         condition.lock()
         stopping = true
         self.gracePeriod = gracePeriod
-        condition.broadcast()
+        condition.signal()
         condition.unlock()
         finished.wait()
         thread = nil
-        recorder = nil
     }
 
     private func run() {
@@ -160,12 +139,12 @@ public final class OutboxWorker: @unchecked Sendable {
         while true {
             condition.lock()
             let done = stopping
+            let ready = completions
+            completions = []
             let busy = inFlight.count
-            // Finished attempts not yet recorded still hold their rows: past a full batch of them,
-            // claim no more until the recording thread catches up.
-            let unrecordedBacklog = completions.count + recording
-            progress = 0
             condition.unlock()
+
+            record(ready)
             if done { break }
 
             if clock.now - lastSweep >= configuration.sweepInterval {
@@ -174,12 +153,8 @@ public final class OutboxWorker: @unchecked Sendable {
             }
 
             var wait = configuration.pollInterval
-            let capacity = unrecordedBacklog < configuration.concurrency ? configuration.concurrency - busy : 0
-            // While sends are in flight, claim once an eighth of the capacity is free rather than for
-            // every send that ends: fewer, larger claims (each is a transaction), and the sends still
-            // in flight keep the connections busy meanwhile.
-            let worthClaiming = busy == 0 ? 1 : max(1, configuration.concurrency / 8)
-            if capacity >= worthClaiming {
+            let capacity = configuration.concurrency - busy
+            if capacity > 0 {
                 do {
                     let claims = try outbox.claim(limit: capacity, leaseSeconds: configuration.leaseSeconds)
                     launch(claims)
@@ -198,65 +173,38 @@ public final class OutboxWorker: @unchecked Sendable {
         drain(clock: clock)
     }
 
-    /// Waits for a wake-up, a finished send or recorded batch, a stop, or `duration`.
+    /// Waits for a wake-up, a completion, a stop, or `duration`.
     private func sleep(upTo duration: Duration) {
         let deadline = Date().addingTimeInterval(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
         condition.lock()
-        while !woken && !stopping && progress == 0 {
+        while !woken && !stopping && completions.isEmpty {
             if !condition.wait(until: deadline) { break }
         }
         woken = false
         condition.unlock()
     }
 
-    /// The recording thread: stores finished attempts as they come, all that are waiting in one
-    /// statement, until stopped with none left. Attempts kept because the database did not answer
-    /// are tried again at least every second.
-    private func recordUntilStopped() {
-        while true {
-            condition.lock()
-            while completions.isEmpty && !recorderStopping {
-                if !unrecorded.isEmpty {
-                    _ = condition.wait(until: Date().addingTimeInterval(1))
-                    break
-                }
-                condition.wait()
-            }
-            let batch = completions
-            completions = []
-            recording = batch.count
-            let done = recorderStopping && batch.isEmpty
-            condition.unlock()
-            if done {
-                // One last try for attempts kept while the database was away; past it, their leases
-                // expire and the sweep hands them out again.
-                if !unrecorded.isEmpty { record([]) }
-                break
-            }
-            record(batch)
-            condition.lock()
-            recording = 0
-            progress += 1
-            // The claiming thread may be waiting for the backlog to shrink.
-            condition.broadcast()
-            condition.unlock()
-        }
-    }
-
-    /// On stop: let what is in flight finish within the grace period, stop the recording thread once
-    /// it has recorded every finished attempt, then release the rest.
+    /// On stop: record what finishes within the grace period, then release the rest.
     private func drain(clock: ContinuousClock) {
         condition.lock()
         let deadline = clock.now + gracePeriod
-        while !inFlight.isEmpty && clock.now < deadline {
-            _ = condition.wait(until: Date().addingTimeInterval(0.05))
+        condition.unlock()
+        while true {
+            condition.lock()
+            let ready = completions
+            completions = []
+            let remaining = inFlight.count
+            condition.unlock()
+            record(ready)
+            if remaining == 0 || clock.now >= deadline { break }
+            condition.lock()
+            if completions.isEmpty { _ = condition.wait(until: Date().addingTimeInterval(0.05)) }
+            condition.unlock()
         }
+        condition.lock()
         let abandoned = Array(inFlight.values)
         inFlight.removeAll()
-        recorderStopping = true
-        condition.broadcast()
         condition.unlock()
-        recorderFinished.wait()
         do {
             try outbox.release(abandoned)
         } catch {
@@ -277,7 +225,7 @@ public final class OutboxWorker: @unchecked Sendable {
     }
 
     /// Starts a claimed batch: what can be decided without sending (a push to a token known dead, an
-    /// app without credentials) goes straight to the recording thread; the rest is sent as tasks.
+    /// app without credentials) is recorded at once, in one statement; the rest is sent as tasks.
     private func launch(_ claims: [ClaimedFollowUp]) {
         var decided: [Completion] = []
         for claim in claims {
@@ -285,11 +233,7 @@ public final class OutboxWorker: @unchecked Sendable {
                 decided.append(Completion(claim: claim, outcome: outcome, startedAt: Date(), duration: .zero))
             }
         }
-        guard !decided.isEmpty else { return }
-        condition.lock()
-        completions.append(contentsOf: decided)
-        condition.broadcast()
-        condition.unlock()
+        record(decided)
     }
 
     /// Starts the send of one claim as a task, or returns the outcome decided without sending.
@@ -347,14 +291,13 @@ public final class OutboxWorker: @unchecked Sendable {
         // A claim released at shutdown is no longer ours to record.
         if inFlight.removeValue(forKey: completion.claim.id) != nil {
             completions.append(completion)
-            progress += 1
-            condition.broadcast()
+            condition.signal()
         }
         condition.unlock()
     }
 
     /// Stores the ends of finished attempts, all in one statement (fenced per row), after their side
-    /// effects (a dead device, a gone endpoint); runs on the recording thread.
+    /// effects (a dead device, a gone endpoint); runs on the worker thread.
     private func record(_ completions: [Completion]) {
         var batch = unrecorded
         unrecorded = []
@@ -439,7 +382,7 @@ public final class OutboxWorker: @unchecked Sendable {
                     // Later deliveries reach the endpoint, get 410 again and try to disable it again.
                     logger.warning("could not disable a gone webhook endpoint", metadata: ["error": "\(error)"])
                 }
-                invalidate(appID: claim.appID)
+                invalidateSettings(claim.appID)
             }
             return (.failed(httpStatus: 410, errorClass: "endpoint_gone", retryAfterMilliseconds: nil), "dead")
         }
