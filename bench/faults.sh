@@ -686,8 +686,12 @@ print(json.dumps({"teamId": "TEAM123456", "keyId": "KEYID12345", "privateKey": o
         sql_is "SELECT count(*) FROM followups WHERE is_snooze AND status NOT IN ('delivered', 'dead')" 0 || true
     sleep 3
     load_sent r6_sent
+    local pushes=
+    for name in "${names[@]}"; do
+        pushes+="${pushes:+, }$name $(grep -c '"kind":"request"' "$scenario_dir/apns-$name.jsonl" || true)"
+    done
     note R6 "follow-ups: $(sql -c "SELECT string_agg(status || coalesce(' (' || last_error || ')', '') || ' ' || n, ', ')
-        FROM (SELECT status, last_error, count(*) AS n FROM followups GROUP BY 1, 2) AS s")"
+        FROM (SELECT status, last_error, count(*) AS n FROM followups GROUP BY 1, 2) AS s"); pushes per instance: $pushes"
     sql -c "CREATE TABLE r6_apns (line jsonb)"
     for name in "${names[@]}"; do
         sql -c "\\copy r6_apns FROM '$scenario_dir/apns-$name.jsonl' WITH (FORMAT csv, QUOTE e'\\x01', DELIMITER e'\\x02')"
