@@ -23,7 +23,7 @@
 #   R10    PostgreSQL SIGSTOPped (postmaster and children): ingest 503 with Retry-After within 2 s, /healthz
 #          fast, recovery within 5 s of SIGCONT, 0 acknowledged lost
 #   F3     1,000 slow clients (slowhttptest, slow headers; also slow bodies at full size) from 127.0.0.1 while a
-#          client on 127.0.0.2 ingests: 100 % answered, p99 <= 100 ms
+#          client on 127.0.0.2 ingests (its database with synchronous_commit off): 100 % answered 202, p99 <= 100 ms
 #
 #          full (default)                          FAULTS_SIZE=short (CI)
 #   R1     20,000 replies, 2 restarts              2,000 replies, 1 restart
@@ -786,7 +786,8 @@ scenario_R10() {
     invite_rules r10
 
     local total=$((r10_before + r10_stopped + r10_after)) stopped_at resumed_at
-    log "R10: ingest at 20/s and /healthz every 0.1 s for ${total}s; PostgreSQL SIGSTOPped for ${r10_stopped}s after ${r10_before}s"
+    log "R10: 48 clients with new replies at 20/s (each retried until acknowledged) and /healthz every 0.1 s" \
+        "for ${total}s; PostgreSQL SIGSTOPped for ${r10_stopped}s after ${r10_before}s"
     ingest r10_sent --count 1000000 --duration "$total" --rate 20 --concurrency 48 --key-prefix r10 \
         >"$scenario_dir/ingest.json" &
     local client=$!
@@ -796,8 +797,9 @@ scenario_R10() {
     local probe=$!
     started_pids+=("$probe")
     sleep "$r10_before"
-    stopped_at="$(now)"
+    # The window starts once every process is stopped, and recovery is timed from before SIGCONT is sent.
     postgres_signal STOP
+    stopped_at="$(now)"
     sleep "$r10_stopped"
     resumed_at="$(now)"
     postgres_signal CONT
@@ -841,6 +843,10 @@ scenario_R10() {
 
 scenario_F3() {
     new_database faults_f3
+    # F3 is about the HTTP layer: this database commits without waiting for the disk, so that a WAL flush
+    # stalled by other work on the machine (seen: 2.5 s while another benchmark wrote) is not counted as
+    # the slow clients' doing. The other scenarios keep durable commits.
+    psql_admin -c "ALTER DATABASE faults_f3 SET synchronous_commit = off"
     start_receiver f3_received 0 1
     start_service a 0
     create_app f3 "http://127.0.0.1:$(receiver_port 0)/f3"
