@@ -519,7 +519,7 @@ scenario_R3() {
             [[ -n "${stale_since[i]}" ]] || continue
             if [[ "$(sql -c "SELECT count(*) FROM followups WHERE status = 'running' AND updated_at <= '${stale_db[i]}'")" == 0 ]]; then
                 t="$(elapsed "${stale_since[i]}" "$(now)")"
-                note R3 "claims of killed process $((i + 1)) back in the queue and claimed again ${t}s after the kill"
+                note R3 "claims of killed process $((i + 1)) swept back into the queue ${t}s after the kill"
                 cleared_max="$(awk -v a="$cleared_max" -v b="$t" 'BEGIN { print (b > a ? b : a) }')"
                 stale_since[i]=
             elif awk -v t="$(elapsed "${stale_since[i]}" "$(now)")" -v l=$((lease + sweep + slack)) 'BEGIN { exit !(t > l) }'; then
