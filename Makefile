@@ -5,7 +5,7 @@ SHELL := /bin/bash
 SWIFT_FORMAT_PATHS := Sources Tests Package.swift
 DEV_PG_DIR := .local/pg
 
-.PHONY: help run test build format lint stop-db clean-db bench bench-delivery
+.PHONY: help run test build format lint stop-db clean-db bench bench-delivery faults
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  make %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -25,6 +25,9 @@ bench: ## Benchmark ActionHook against its references (quality.md P1-P5); see be
 
 bench-delivery: ## Webhook delivery throughput to a local C receiver, with its ceiling (quality.md P6)
 	bash bench/delivery.sh
+
+faults: ## The reliability faults R1-R10 and the slow-client attack F3 at full size (bench/faults.sh)
+	bash bench/faults.sh
 
 format: ## Format the Swift sources in place
 	swift format -i -r $(SWIFT_FORMAT_PATHS)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs shellcheck over the project's shell scripts: scripts/*.sh and .ci/run. Required in CI; elsewhere it
+# Runs shellcheck over the project's shell scripts: scripts/*.sh, .ci/run and bench/faults.sh. Required in CI; elsewhere it
 # says so and passes when shellcheck is not installed (scripts/install-deps.sh --ci installs it).
 set -euo pipefail
 
@@ -14,6 +14,6 @@ if ! command -v shellcheck >/dev/null 2>&1; then
     exit 0
 fi
 
-files=(scripts/*.sh .ci/run)
+files=(scripts/*.sh .ci/run bench/faults.sh)
 shellcheck --external-sources "${files[@]}"
 echo "check-shell: OK (${#files[@]} scripts)"

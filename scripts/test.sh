@@ -4,7 +4,8 @@
 # Installs what is missing (with CI's tools when CI=true or ACTIONHOOK_TEST_FULL=1), starts a throwaway
 # PostgreSQL cluster on a free port (deleted on exit), exports ACTIONHOOK_TEST_DATABASE_URL, then stops at
 # the first failure of: scripts/check-c-imports.sh; `docker-compose config -q` (required in CI);
-# `swift build --build-tests`; `swift test` (the client package's suite in a run of its own); every other scripts/check-*.sh, in lexical order.
+# `swift build --build-tests`; `swift test` (the client package's suite in a run of its own); every other scripts/check-*.sh, in lexical order;
+# the reliability faults in their short form (bench/faults.sh, FAULTS_SIZE=short) against the debug binary just built.
 # ACTIONHOOK_TEST_ARGS adds arguments to `swift test` (e.g. "--filter PostgresTests").
 # Logs of the build and the tests: .build/test-logs/.
 set -euo pipefail
@@ -133,5 +134,9 @@ for check in scripts/check-*.sh; do
         step "${name%.sh}" bash "$check"
     fi
 done
+
+# The faults of quality.md (R1-R10, F3) in their short form, about two minutes: the debug binary is the one the
+# tests ran against, and a release build would cost minutes more (`make faults` runs them at full size).
+step "faults (short)" env FAULTS_SIZE=short FAULTS_BINARY="$(swift build --show-bin-path)/actionhook" bash bench/faults.sh
 
 echo "==> test: OK after $((SECONDS - started))s, ${#passed[@]} steps: $(joined "${passed[@]}"); logs in .build/test-logs/"
