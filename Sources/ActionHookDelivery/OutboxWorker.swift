@@ -28,7 +28,7 @@ public struct WorkerConfiguration: Sendable {
 
     /// Creates a configuration.
     public init(
-        concurrency: Int = 128, leaseSeconds: Int = 60, pollInterval: Duration = .seconds(1),
+        concurrency: Int = 256, leaseSeconds: Int = 60, pollInterval: Duration = .seconds(1),
         sweepInterval: Duration = .seconds(5), retryPolicy: RetryPolicy = .standard
     ) {
         self.concurrency = concurrency

@@ -13,12 +13,16 @@ public final class WebhookSender: Sendable {
     /// The most response bytes read (the body is otherwise ignored).
     static let maxResponseBytes = 64 * 1024
 
-    /// Creates a sender with its own connection pool.
-    public init(timeoutSeconds: Int, allowPrivate: Bool) {
+    /// Creates a sender with its own connection pool, up to `connectionsPerHost` connections to one
+    /// host: the worker's concurrency, so that no delivery waits for another's connection. (With
+    /// fewer, deliveries to a slow endpoint queued for a connection until the connect timeout, and
+    /// failed as attempts though nothing had been sent.)
+    public init(timeoutSeconds: Int, allowPrivate: Bool, connectionsPerHost: Int = 256) {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(connect: .seconds(Int64(min(timeoutSeconds, 5))), read: .seconds(Int64(timeoutSeconds))))
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
+        configuration.connectionPool = .init(
+            idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connectionsPerHost)
         configuration.decompression = .disabled
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         timeout = .seconds(Int64(timeoutSeconds))

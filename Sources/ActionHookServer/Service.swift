@@ -49,7 +49,8 @@ public final class ActionHookService: Sendable {
 
         let cache = AppCache()
         webhooks = WebhookSender(
-            timeoutSeconds: configuration.webhookTimeoutSeconds, allowPrivate: configuration.allowPrivateWebhooks)
+            timeoutSeconds: configuration.webhookTimeoutSeconds, allowPrivate: configuration.allowPrivateWebhooks,
+            connectionsPerHost: configuration.worker.concurrency)
         apns = APNsSender(endpoints: .init(overrideURL: configuration.apnsURL, caFile: configuration.apnsCAFile))
         let worker =
             configuration.workerEnabled
