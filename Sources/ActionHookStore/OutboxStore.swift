@@ -153,9 +153,9 @@ public struct OutboxStore: Sendable {
     @discardableResult
     public func finish(_ attempts: [FinishedAttempt]) throws -> Set<UUID> {
         guard !attempts.isEmpty else { return [] }
-        var apps: [String] = [], ids: [UUID] = [], rowIDs: [String] = [], numbers: [Int] = [], statuses: [String] = []
-        var errors: [String] = [], retries: [Int] = [], httpStatuses: [Int] = [], results: [String] = []
-        var started: [Int] = [], durations: [Int] = []
+        var apps: [String] = [], ids: [UUID] = [], rowIDs: [String] = [], numbers: [Int] = []
+        var statuses: [String] = [], errors: [String] = [], retries: [Int] = [], httpStatuses: [Int] = []
+        var results: [String] = [], started: [Int] = [], durations: [Int] = []
         for attempt in attempts {
             let row = attempt.row
             apps.append(attempt.claim.appID)
@@ -176,8 +176,9 @@ public struct OutboxStore: Sendable {
         let rows = try pool.pipelinedTransaction([
             Self.planSettings,
             Self.finishBatch(
-                apps: apps, ids: ids, rows: rowIDs, attempts: numbers, statuses: statuses, errors: errors, retries: retries,
-                httpStatuses: httpStatuses, results: results, started: started, durations: durations),
+                apps: apps, ids: ids, rows: rowIDs, attempts: numbers, statuses: statuses, errors: errors,
+                retries: retries, httpStatuses: httpStatuses, results: results, started: started,
+                durations: durations),
         ])[1]
         return Set(try rows.map { try $0.decode("id", as: UUID.self) })
     }
@@ -197,12 +198,12 @@ public struct OutboxStore: Sendable {
 
     // One statement: the fenced update of every row still ours, and an attempt row for each of them.
     // Rows can be reached by the ctid their claim returned (a TID scan; see `ClaimedFollowUp.row`)
-    // as well as by primary key. The attempt rows come from the update's own RETURNING (which sees the batch's columns): joining
-    // the batch to the updated rows again would be a nested loop over both, quadratic in the batch,
-    // since the plan settings turn hash and merge joins off.
+    // as well as by primary key. The attempt rows come from the update's own RETURNING (which sees
+    // the batch's columns): joining the batch to the updated rows again would be a nested loop over
+    // both, quadratic in the batch, since the plan settings turn hash and merge joins off.
     static func finishBatch(
-        apps: [String], ids: [UUID], rows: [String], attempts: [Int], statuses: [String], errors: [String], retries: [Int],
-        httpStatuses: [Int], results: [String], started: [Int], durations: [Int]
+        apps: [String], ids: [UUID], rows: [String], attempts: [Int], statuses: [String], errors: [String],
+        retries: [Int], httpStatuses: [Int], results: [String], started: [Int], durations: [Int]
     ) -> PostgresQuery {
         (
             """
