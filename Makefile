@@ -23,7 +23,7 @@ build: ## Install what is missing and build (debug)
 bench: ## Benchmark ActionHook against its references (quality.md P1-P5); see bench/RESULTS.md
 	bash bench/run.sh
 
-bench-delivery: ## Webhook delivery throughput to a local C receiver, with its ceiling (quality.md P6)
+bench-delivery: ## Webhook and APNs drains, backlog under ingest load, snooze lateness, with their references (P6, P7)
 	bash bench/delivery.sh
 
 faults: ## The reliability faults R1-R10 and the slow-client attack F3 at full size (bench/faults.sh)
