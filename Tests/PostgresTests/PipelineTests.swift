@@ -185,4 +185,39 @@ struct PipelineTests {
         #expect(newPid != pid)
         #expect(try admin.query("SELECT n FROM items")[0].decode("n", as: Int.self) == runs)
     }
+
+    @Test("a transaction of statements in one round trip commits all of them, or none when one fails")
+    func oneTripTransaction() throws {
+        let database = try TestDatabase.create()
+        defer { database.drop() }
+        let pool = PostgresPool(configuration: database.configuration, size: 1)
+        defer { pool.close() }
+        let admin = try PostgresConnection(configuration: database.configuration)
+        try admin.execute("CREATE TABLE items (n int PRIMARY KEY)")
+        func stored() throws -> [Int] {
+            try admin.query("SELECT n FROM items ORDER BY n").map { try $0.decode("n", as: Int.self) }
+        }
+
+        let rows = try pool.pipelinedTransaction([
+            "SELECT set_config('application_name', 'one-trip', true) AS name",
+            "INSERT INTO items VALUES (1), (2) RETURNING n",
+            "SELECT current_setting('application_name') AS name, count(*)::int AS n FROM items",
+        ])
+        // One result per statement (BEGIN and COMMIT are not among them), all in one transaction.
+        #expect(rows.count == 3)
+        #expect(rows[1].affectedRows == 2)
+        #expect(try rows[2][0].decode("name", as: String.self) == "one-trip")
+        #expect(try rows[2][0].decode("n", as: Int.self) == 2)
+        #expect(try stored() == [1, 2])
+
+        // A failing statement: the ones before it are rolled back, and the connection is usable after.
+        #expect(throws: PostgresError.self) {
+            try pool.pipelinedTransaction(["INSERT INTO items VALUES (3)", "INSERT INTO items VALUES (1)"])
+        }
+        #expect(try stored() == [1, 2])
+        #expect(pool.statistics.idle == 1)
+        let after = try pool.pipelinedTransaction(["INSERT INTO items VALUES (3) RETURNING n"])
+        #expect(try after[0][0].decode("n", as: Int.self) == 3)
+        #expect(try stored() == [1, 2, 3])
+    }
 }
