@@ -67,17 +67,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-bash scripts/install-deps.sh >/dev/null
-missing=()
-for pkg in wrk bc gcc curl procps postgresql openssl nghttp2-server nghttp2-client python3; do
-    [[ "$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)" == installed ]] || missing+=("$pkg")
-done
-if ((${#missing[@]} > 0)); then
-    as_root=()
-    [[ "$(id -u)" == 0 ]] || as_root=(sudo)
-    log "installing ${missing[*]}"
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash scripts/install-deps.sh --with wrk bc gcc curl procps openssl nghttp2-server nghttp2-client python3 >/dev/null
 
 if [[ -z "${BENCH_BINARY:-}" && "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
     log "building the release binary"

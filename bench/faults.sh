@@ -109,18 +109,7 @@ trap cleanup EXIT
 
 # --- Install and build -----------------------------------------------------------------------------------
 
-bash scripts/install-deps.sh >/dev/null
-missing=()
-for pkg in slowhttptest curl openssl procps python3 postgresql; do
-    [[ "$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)" == installed ]] || missing+=("$pkg")
-done
-if ((${#missing[@]} > 0)); then
-    as_root=()
-    [[ "$(id -u)" == 0 ]] || as_root=(sudo)
-    log "installing ${missing[*]}"
-    "${as_root[@]}" apt-get update -qq
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash scripts/install-deps.sh --with slowhttptest curl openssl procps python3 >/dev/null
 
 if [[ -n "${FAULTS_BINARY:-}" ]]; then
     binary="$(realpath "$FAULTS_BINARY")"

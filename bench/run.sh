@@ -71,30 +71,7 @@ bare_bin="$build_dir/bare"
 # --- Install -------------------------------------------------------------------------------------
 
 install_missing() {
-    local wanted=(wrk gcc libc6-dev make pkg-config libmicrohttpd-dev libpq-dev postgresql postgresql-contrib curl
-        python3 procps)
-    local missing=() pkg
-    for pkg in "${wanted[@]}"; do
-        if [[ "$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)" != installed ]]; then
-            missing+=("$pkg")
-        fi
-    done
-    if ((${#missing[@]} == 0)); then
-        log "packages present: ${wanted[*]}"
-        return
-    fi
-    local as_root=()
-    if [[ "$(id -u)" != 0 ]]; then
-        command -v sudo >/dev/null 2>&1 || {
-            log "missing ${missing[*]}, and not root and no sudo: install them, then run this again"
-            exit 1
-        }
-        as_root=(sudo)
-    fi
-    log "installing ${missing[*]}"
-    "${as_root[@]}" apt-get update -qq
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 \
-        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    bash "$repo_root/scripts/install-deps.sh" --with wrk gcc libc6-dev make postgresql-contrib curl python3 procps
 }
 
 pg_bin_dir() {

@@ -8,6 +8,8 @@
 #   scripts/install-deps.sh --ci          also CI's tools: docker-compose, shellcheck, chromium and
 #                                         chromium-driver (the console's browser test), and the PyPI tools
 #                                         (openapi-spec-validator, schemathesis, hadolint, selenium) in .build-tools/venv
+#   scripts/install-deps.sh --with P...   also the Debian packages P... (the benchmarks' tools: wrk, nghttpd, ...);
+#                                         every argument after --with is a package name
 #
 # ACTIONHOOK_INSTALL_CI_TOOLS=1 has the same effect as --ci. Safe to run again: with nothing missing it
 # changes nothing and does not touch the network.
@@ -23,15 +25,22 @@ test_tools=(h2==4.4.1 cryptography==50.0.2)
 with_server=1
 with_test_tools=1
 with_ci_tools="${ACTIONHOOK_INSTALL_CI_TOOLS:-0}"
-for arg in "$@"; do
+extra=()
+while (($# > 0)); do
+    arg="$1"
+    shift
     case "$arg" in
+        --with)
+            extra=("$@")
+            break
+            ;;
         --ci) with_ci_tools=1 ;;
         --build-only)
             with_server=0
             with_test_tools=0
             ;;
         -h | --help)
-            sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+            sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
             exit 0
             ;;
         *)
@@ -43,7 +52,7 @@ done
 
 log() { echo "install-deps: $*" >&2; }
 
-wanted=(libmicrohttpd-dev libpq-dev pkg-config)
+wanted=(libmicrohttpd-dev libpq-dev pkg-config "${extra[@]}")
 if [[ "$with_server" == 1 ]]; then
     wanted+=(postgresql)
 fi

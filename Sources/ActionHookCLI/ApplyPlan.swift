@@ -108,38 +108,37 @@ public struct ApplyPlan: Sendable {
             body: own, etag: etag, created: [], changed: [], deleted: [], kept: [])
         var sentCategories = file.categories
         var sentRules = file.rules
-        func compareItems(
-            kind: String, desired: [(String, JSONValue)], current: [(String, JSONValue)], keep: (String) -> Void
+        // Which items are new, changed or gone is decided as the server decides it (the same canonical
+        // comparison); here each change gets its readable diff, and items left out stay unless pruned.
+        let changes = desired.changes(from: current)
+        func record(
+            _ kind: String, _ items: AppConfigurationChanges.Items, old: [String: JSONValue],
+            new: [String: JSONValue], keep: (JSONValue) -> Void
         ) throws {
-            let before = Dictionary(current, uniquingKeysWith: { first, _ in first })
-            let wanted = Set(desired.map(\.0))
-            for (id, json) in desired {
-                guard let old = before[id] else {
-                    plan.created.append(Item(kind: kind, id: id))
-                    continue
-                }
-                if old.canonicalText != json.canonicalText {
-                    let diff = LineDiff.lines(from: try YAMLWriter.text(old), to: try YAMLWriter.text(json))
-                    plan.changed.append(Item(kind: kind, id: id, diff: diff))
-                }
+            plan.created += items.created.map { Item(kind: kind, id: $0) }
+            for id in items.updated {
+                guard let before = old[id], let after = new[id] else { continue }
+                let diff = LineDiff.lines(from: try YAMLWriter.text(before), to: try YAMLWriter.text(after))
+                plan.changed.append(Item(kind: kind, id: id, diff: diff))
             }
-            for (id, _) in current where !wanted.contains(id) {
+            for id in items.deleted {
                 if options.prune {
                     plan.deleted.append(Item(kind: kind, id: id))
                 } else {
                     plan.kept.append(Item(kind: kind, id: id))
-                    keep(id)
+                    if let json = old[id] { keep(json) }
                 }
             }
         }
-        try compareItems(
-            kind: "category", desired: desired.categories.map { ($0.id, $0.json) },
-            current: current.categories.map { ($0.id, $0.json) },
-            keep: { id in sentCategories += current.categories.filter { $0.id == id }.map(\.json) })
-        try compareItems(
-            kind: "rule", desired: desired.rules.map { ($0.id, $0.json) },
-            current: current.rules.map { ($0.id, $0.json) },
-            keep: { id in sentRules += current.rules.filter { $0.id == id }.map(\.json) })
+        func byID(_ items: [(id: String, json: JSONValue)]) -> [String: JSONValue] {
+            Dictionary(items.map { ($0.id, $0.json) }, uniquingKeysWith: { first, _ in first })
+        }
+        try record(
+            "category", changes.categories, old: byID(current.categories.map { ($0.id, $0.json) }),
+            new: byID(desired.categories.map { ($0.id, $0.json) }), keep: { sentCategories.append($0) })
+        try record(
+            "rule", changes.rules, old: byID(current.rules.map { ($0.id, $0.json) }),
+            new: byID(desired.rules.map { ($0.id, $0.json) }), keep: { sentRules.append($0) })
         plan.body = .object(["categories": .array(sentCategories), "rules": .array(sentRules)])
         return plan
     }

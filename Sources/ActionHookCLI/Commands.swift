@@ -12,6 +12,12 @@ func reporting(_ console: Console = .standard, _ body: () throws -> Void) throws
     }
 }
 
+/// Runs `body` with the admin client the environment names (`ACTIONHOOK_URL`, `ACTIONHOOK_ADMIN_TOKEN`),
+/// reporting as ``reporting(_:_:)`` does.
+func withAdminClient(_ body: (AdminClient) throws -> Void) throws {
+    try reporting { try body(try AdminClient.fromEnvironment(ProcessInfo.processInfo.environment)) }
+}
+
 /// Applies configuration files: for each app, the plan, then the change in one transaction.
 public enum ApplyRun {
     /// Applies (or, with `dryRun`, only plans) every file under `paths`; returns whether anything changed
@@ -148,11 +154,7 @@ public struct Export: ParsableCommand {
 
     /// Runs the command.
     public func run() throws {
-        try reporting {
-            let text = try ExportRun.text(
-                appID: app, client: try AdminClient.fromEnvironment(ProcessInfo.processInfo.environment))
-            Console.standard.out(text)
-        }
+        try withAdminClient { client in Console.standard.out(try ExportRun.text(appID: app, client: client)) }
     }
 }
 
@@ -190,8 +192,10 @@ public enum TestRun {
             console.line(
                 "  \(index + 1). \(object["channel"]?.stringValue ?? "?") after \(object["delaySeconds"]?.jsonText ?? "0") s:"
             )
-            let yaml = (try? YAMLWriter.text(object["payload"] ?? .null)) ?? ""
-            for line in yaml.split(separator: "\n") { console.line("       \(line)") }
+            let payload = object["payload"] ?? .null
+            // Shown as YAML, like the files it came from; as JSON if it cannot be written as YAML.
+            let text = (try? YAMLWriter.text(payload)) ?? payload.jsonText
+            for line in text.split(separator: "\n") { console.line("       \(line)") }
         }
     }
 }
@@ -214,11 +218,7 @@ public struct TestReply: ParsableCommand {
 
     /// Runs the command.
     public func run() throws {
-        try reporting {
-            try TestRun.run(
-                path: file, appID: app, client: try AdminClient.fromEnvironment(ProcessInfo.processInfo.environment),
-                console: .standard)
-        }
+        try withAdminClient { client in try TestRun.run(path: file, appID: app, client: client, console: .standard) }
     }
 }
 
@@ -248,10 +248,8 @@ public struct Apps: ParsableCommand {
 
         /// Runs the command.
         public func run() throws {
-            try reporting {
-                try AdminCommands.createApp(
-                    id: id, name: name, client: try AdminClient.fromEnvironment(ProcessInfo.processInfo.environment),
-                    console: .standard)
+            try withAdminClient { client in
+                try AdminCommands.createApp(id: id, name: name, client: client, console: .standard)
             }
         }
     }
@@ -266,10 +264,7 @@ public struct Apps: ParsableCommand {
 
         /// Runs the command.
         public func run() throws {
-            try reporting {
-                try AdminCommands.listApps(
-                    client: try AdminClient.fromEnvironment(ProcessInfo.processInfo.environment), console: .standard)
-            }
+            try withAdminClient { client in try AdminCommands.listApps(client: client, console: .standard) }
         }
     }
 }
@@ -297,10 +292,8 @@ public struct Keys: ParsableCommand {
 
         /// Runs the command.
         public func run() throws {
-            try reporting {
-                try AdminCommands.createKey(
-                    appID: app, client: try AdminClient.fromEnvironment(ProcessInfo.processInfo.environment),
-                    console: .standard)
+            try withAdminClient { client in
+                try AdminCommands.createKey(appID: app, client: client, console: .standard)
             }
         }
     }
@@ -322,10 +315,8 @@ public struct Keys: ParsableCommand {
 
         /// Runs the command.
         public func run() throws {
-            try reporting {
-                try AdminCommands.revokeKey(
-                    appID: app, keyID: keyID,
-                    client: try AdminClient.fromEnvironment(ProcessInfo.processInfo.environment), console: .standard)
+            try withAdminClient { client in
+                try AdminCommands.revokeKey(appID: app, keyID: keyID, client: client, console: .standard)
             }
         }
     }

@@ -168,7 +168,12 @@ public struct ConfigurationFile: Sendable {
             throw CLIError("\(path): no such file or directory")
         }
         guard isDirectory.boolValue else { return [path] }
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: path)
+        } catch {
+            throw CLIError("\(path): cannot be read (\(error.localizedDescription))")
+        }
         let files = names.filter { name in [".yaml", ".yml", ".json"].contains { name.hasSuffix($0) } }.sorted()
         guard !files.isEmpty else { throw CLIError("\(path): holds no .yaml, .yml or .json file") }
         return files.map { (path as NSString).appendingPathComponent($0) }

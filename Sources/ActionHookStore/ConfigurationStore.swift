@@ -35,7 +35,7 @@ public struct ConfigurationStore: Sendable {
             if try row.decode("kind", as: String.self) == "category" {
                 categories.append(try CategoryStore.decode(row))
             } else {
-                rules.append(try Self.decodeRule(row))
+                rules.append(try RuleStore.decodeRule(row))
             }
         }
         return AppConfiguration(categories: categories, rules: rules)
@@ -62,7 +62,8 @@ public struct ConfigurationStore: Sendable {
                 let ruleRows = try connection.query(
                     "SELECT id, definition FROM rules WHERE app_id = \(appID) ORDER BY id FOR UPDATE")
                 let current = AppConfiguration(
-                    categories: try categoryRows.map(CategoryStore.decode), rules: try ruleRows.map(Self.decodeRule))
+                    categories: try categoryRows.map(CategoryStore.decode),
+                    rules: try ruleRows.map(RuleStore.decodeRule))
                 if let ifMatch, ifMatch != current.etag { throw StoreError.versionMismatch }
                 let changes = configuration.changes(from: current)
                 let result = ConfigurationReplacement(changes: changes, etag: configuration.etag)
@@ -110,10 +111,5 @@ public struct ConfigurationStore: Sendable {
             // configuration changed under this request.
             throw StoreError.versionMismatch
         }
-    }
-
-    static func decodeRule(_ row: PostgresRow) throws -> Rule {
-        let json = try JSONParser.parse(try row.decode("definition", as: PostgresJSON.self).text)
-        return try Rule.decode(json, id: try row.decode("id"))
     }
 }

@@ -133,9 +133,14 @@ public struct RuleStore: Sendable {
     static let columns: StaticString = "id, definition, version, created_at, updated_at"
 
     static func decode(_ row: PostgresRow) throws -> StoredRule {
-        let json = try JSONParser.parse(try row.decode("definition", as: PostgresJSON.self).text)
-        return StoredRule(
-            rule: try Rule.decode(json, id: try row.decode("id")), version: try row.decode("version"),
+        StoredRule(
+            rule: try decodeRule(row), version: try row.decode("version"),
             createdAt: try row.decode("created_at"), updatedAt: try row.decode("updated_at"))
+    }
+
+    /// The rule of a row with `id` and `definition` (the other columns need not be selected).
+    static func decodeRule(_ row: PostgresRow) throws -> Rule {
+        let json = try JSONParser.parse(try row.decode("definition", as: PostgresJSON.self).text)
+        return try Rule.decode(json, id: try row.decode("id"))
     }
 }
