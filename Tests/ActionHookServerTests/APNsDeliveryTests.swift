@@ -400,13 +400,17 @@ struct APNsDeliveryTests {
             id: UUID().uuidString.lowercased(), appID: "expiry", credentials: credentials,
             payload: Self.apnsPayload(APNsStandIn.deviceToken(), "warm-up"))
         #expect(warmUp == .delivered(httpStatus: 200))
-        // Each e403 device expires the token its first request carries: all ten carry the same one.
+        // One e403 device: its first request expires the token it carries, the warm-up's, which every
+        // push in flight carries too. (Ten devices would each expire whatever their first request carried,
+        // so a push started after the refresh would expire the new token as well: the outcome would depend
+        // on when each task got to send.)
+        let device = APNsStandIn.deviceToken("e403")
         let outcomes = await withTaskGroup(of: SendOutcome.self) { group in
             for index in 0..<10 {
                 group.addTask {
                     await sender.send(
                         id: UUID().uuidString.lowercased(), appID: "expiry", credentials: credentials,
-                        payload: Self.apnsPayload(APNsStandIn.deviceToken("e403"), "push \(index)"))
+                        payload: Self.apnsPayload(device, "push \(index)"))
                 }
             }
             return await group.reduce(into: []) { $0.append($1) }
