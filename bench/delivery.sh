@@ -25,7 +25,7 @@
 # (drains below BENCH_GOAL, backlog over one second of creation, firing lateness p99 over
 # BENCH_LATENESS_GOAL_MS) unless BENCH_ALLOW_FAIL=1. The figures are printed last.
 #
-# Environment: BENCH_DELIVERIES (20000), BENCH_RUNS (3), BENCH_CONNECTIONS (64), BENCH_GOAL (5000),
+# Environment: BENCH_IDLE_SECONDS (15), BENCH_DELIVERIES (20000), BENCH_RUNS (3), BENCH_CONNECTIONS (64), BENCH_GOAL (5000),
 # BENCH_LOAD_SECONDS (60), BENCH_SNOOZES (2000), BENCH_SNOOZE_DELAY (2), BENCH_LATENESS_GOAL_MS (50),
 # BENCH_WORKER_CONCURRENCY (256, the service's default), BENCH_PHASES ("webhook apns load snooze"),
 # BENCH_PG_PORT (55433), BENCH_BINARY (another actionhook binary, e.g. to compare builds), BENCH_SKIP_BUILD=1,
@@ -44,7 +44,8 @@ snoozes="${BENCH_SNOOZES:-2000}"
 snooze_delay="${BENCH_SNOOZE_DELAY:-2}"
 lateness_goal_ms="${BENCH_LATENESS_GOAL_MS:-50}"
 concurrency="${BENCH_WORKER_CONCURRENCY:-256}"
-phases=" ${BENCH_PHASES:-webhook apns load snooze} "
+phases=" ${BENCH_PHASES:-idle webhook apns load snooze} "
+idle_seconds="${BENCH_IDLE_SECONDS:-15}"
 pg_port="${BENCH_PG_PORT:-55433}"
 sink_port=18190
 service_port=18191
@@ -213,6 +214,44 @@ drains() {
 
 failures=()
 summary=()
+
+if [[ "$phases" == *" idle "* ]]; then
+    log "idle for ${idle_seconds}s: nothing to deliver"
+    psql_ -c "TRUNCATE delivery_attempts, followups, responses"
+    sleep 2
+    claims() {
+        curl -fsS "http://127.0.0.1:$service_port/metrics" |
+            awk '/^actionhook_outbox_claims_total/ { sum += $NF } END { printf "%d\n", sum }'
+    }
+    commits() { psql_ -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }
+    mapfile -t pg_pids < <(postgres_pids)
+    claims_before="$(claims)"
+    commits_before="$(commits)"
+    service_before="$(cpu_seconds "$service_pid")"
+    pg_before="$(cpu_seconds "${pg_pids[@]}")"
+    started="$(date +%s.%N)"
+    sleep "$idle_seconds"
+    service_after="$(cpu_seconds "$service_pid")"
+    pg_after="$(cpu_seconds "${pg_pids[@]}")"
+    elapsed="$(echo "$(date +%s.%N) - $started" | bc)"
+    # Statistics reach pg_stat_database when a backend reports them (within a second or so).
+    sleep 1.5
+    commits_after="$(commits)"
+    claims_after="$(claims)"
+    poll_seconds="$(echo "scale=3; ${ACTIONHOOK_WORKER_POLL_MS:-1000} / 1000" | bc)"
+    idle_claims=$((claims_after - claims_before))
+    claims_allowed="$(echo "$elapsed / $poll_seconds + 3" | bc)"
+    # The two reads of xact_commit are commits of their own; they are not the service's.
+    commits_per_second="$(echo "scale=1; ($commits_after - $commits_before - 1) / ($elapsed + 1.5)" | bc)"
+    service_share="$(echo "scale=2; 100 * ($service_after - $service_before) / $elapsed" | bc)"
+    pg_share="$(echo "scale=2; 100 * ($pg_after - $pg_before) / $elapsed" | bc)"
+    log "idle: $idle_claims claims in ${elapsed}s (at most $claims_allowed), $commits_per_second commits/s, CPU: service $service_share %, PostgreSQL $pg_share %"
+    summary+=("$(printf '%-34s %12s   (at most %s: one per %ss poll interval)' "idle: worker claims in ${idle_seconds}s" "$idle_claims" "$claims_allowed" "$poll_seconds")")
+    summary+=("$(printf '%-34s %12s' "idle: database commits (/s)" "$commits_per_second")")
+    summary+=("$(printf '%-34s %12s   (PostgreSQL %s %%; goal: service at most 1 %%)' "idle: service CPU (% of a core)" "$service_share" "$pg_share")")
+    [[ "$idle_claims" -le "$claims_allowed" ]] || failures+=("idle: $idle_claims claims > $claims_allowed")
+    [[ "$(echo "$service_share <= 1" | bc)" == 1 ]] || failures+=("idle: service used $service_share % of a core > 1 %")
+fi
 
 if [[ "$phases" == *" webhook "* ]]; then
     log "webhook receiver ceiling (wrk, $connections connections, 5 s)"

@@ -11,6 +11,8 @@ public protocol DeliveryObserver: Sendable {
     func attemptFinished(channel: FollowUpChannel, result: String, latency: Double)
     /// The queue's state: follow-ups due now and the age of the oldest.
     func queueObserved(due: Int, oldestDueAge: Double)
+    /// The worker looked at the queue and claimed `count` follow-ups (0: nothing was due).
+    func claimed(count: Int)
 }
 
 /// How the worker paces itself.
@@ -157,6 +159,7 @@ public final class OutboxWorker: @unchecked Sendable {
             if capacity > 0 {
                 do {
                     let claims = try outbox.claim(limit: capacity, leaseSeconds: configuration.leaseSeconds)
+                    observer?.claimed(count: claims.count)
                     launch(claims)
                     // A full batch means more may be due: look again at once.
                     if claims.count == capacity { continue }
@@ -185,32 +188,40 @@ public final class OutboxWorker: @unchecked Sendable {
     }
 
     /// On stop: record what finishes within the grace period, then release the rest.
+    ///
+    /// Every claim this worker holds is, at any moment, in exactly one of three places: in flight, in
+    /// `completions` (finished, to be recorded), or in `unrecorded` (finished, its record failed). The
+    /// last step takes all three at once under the lock, so a send that ends while an earlier batch is
+    /// being recorded is recorded too, and whatever is left is released: none is left `running`.
     private func drain(clock: ContinuousClock) {
         condition.lock()
         let deadline = clock.now + gracePeriod
-        condition.unlock()
-        while true {
-            condition.lock()
+        while !inFlight.isEmpty && clock.now < deadline {
+            if completions.isEmpty {
+                _ = condition.wait(until: Date().addingTimeInterval(0.05))
+                continue
+            }
             let ready = completions
             completions = []
-            let remaining = inFlight.count
             condition.unlock()
             record(ready)
-            if remaining == 0 || clock.now >= deadline { break }
             condition.lock()
-            if completions.isEmpty { _ = condition.wait(until: Date().addingTimeInterval(0.05)) }
-            condition.unlock()
         }
-        condition.lock()
+        let ready = completions
+        completions = []
         let abandoned = Array(inFlight.values)
         inFlight.removeAll()
         condition.unlock()
+        record(ready)
+        // Finished but not recorded (the database did not answer): given back like the unfinished ones.
+        let release = abandoned + unrecorded.map(\.completion.claim)
+        unrecorded = []
         do {
-            try outbox.release(abandoned)
+            try outbox.release(release)
         } catch {
             logger.warning("could not release claims; their leases will expire", metadata: ["error": "\(error)"])
         }
-        logger.info("outbox worker stopped", metadata: ["released": "\(abandoned.count)"])
+        logger.info("outbox worker stopped", metadata: ["released": "\(release.count)"])
     }
 
     private func sweepAndObserve() {

@@ -108,6 +108,11 @@ extension ServiceMetrics: DeliveryObserver {
         ).recordNanoseconds(Int64(max(0, latency) * 1e9))
     }
 
+    /// Counts the worker's looks at the queue (claims), with and without work found.
+    public func claimed(count: Int) {
+        counter("actionhook_outbox_claims_total", dimensions: [("found", count > 0 ? "work" : "none")]).increment()
+    }
+
     /// Records the queue depth and the age of the oldest due follow-up.
     public func queueObserved(due: Int, oldestDueAge: Double) {
         gauge("actionhook_outbox_due").record(due)

@@ -50,8 +50,8 @@ public struct FollowUpStore: Sendable {
                 """)
             let attempts = try connection.query(
                 """
-                SELECT a.followup_id, a.attempt, a.started_at, a.finished_at, a.result, a.http_status, a.error_class,
-                    a.duration_ms
+                SELECT a.followup_id, a.attempt, a.due_at, a.started_at, a.finished_at, a.result, a.http_status,
+                    a.error_class, a.duration_ms
                 FROM delivery_attempts a JOIN followups f ON f.app_id = a.app_id AND f.id = a.followup_id
                 WHERE a.app_id = \(appID) AND f.response_id = \(responseID)
                 ORDER BY a.attempt
@@ -60,6 +60,7 @@ public struct FollowUpStore: Sendable {
             for row in attempts {
                 let attempt: JSONValue = .object([
                     "attempt": .integer(try row.decode("attempt")),
+                    "dueAt": (try row.decode("due_at", as: Date?.self)).map { .string(Timestamp.format($0)) } ?? .null,
                     "startedAt": .string(Timestamp.format(try row.decode("started_at"))),
                     "finishedAt": .string(Timestamp.format(try row.decode("finished_at"))),
                     "result": .string(try row.decode("result")),

@@ -42,6 +42,12 @@ public final class IngestBatcher: @unchecked Sendable {
     /// The responses that must be waiting for a writer to start while another is busy.
     let concurrentBatchMinimum: Int
     private let stopped = DispatchSemaphore(value: 0)
+    /// Whether the deadline reaper sleeps with no deadline to wait for (a submit must wake it).
+    private var reaperIdle = false
+    /// The reaper's own wake-up: a `signal()` on `condition` meant for a writer must never be taken by
+    /// the reaper, or the writer would sleep on with the request unwritten.
+    private let reaperWake = NSCondition()
+    private var reaperWoken = false
 
     /// Creates a batcher with `writers` threads and batches of at most `maxBatch` responses; a
     /// writer starts beside a busy one for `concurrentBatchMinimum` waiting responses (at most `maxBatch`).
@@ -75,8 +81,8 @@ public final class IngestBatcher: @unchecked Sendable {
             thread.name = "actionhook-ingest-\(index)"
             thread.start()
         }
-        if let answerDeadline {
-            let thread = Thread { [self] in reapLoop(answerDeadline) }
+        if answerDeadline != nil {
+            let thread = Thread { [self] in reapLoop() }
             thread.name = "actionhook-ingest-deadline"
             thread.start()
         }
@@ -87,11 +93,15 @@ public final class IngestBatcher: @unchecked Sendable {
         let waiting = Waiting(item, completion, deadline: answerDeadline.map { .now + $0 })
         condition.lock()
         let accepting = !stopping
+        var wakeReaper = false
         if accepting {
             queue.append(waiting)
             condition.signal()
+            wakeReaper = reaperIdle && waiting.deadline != nil
+            if wakeReaper { reaperIdle = false }
         }
         condition.unlock()
+        if wakeReaper { self.wakeReaper() }
         if !accepting { completion(.failure(IngestBatcherStopped())) }
     }
 
@@ -103,6 +113,14 @@ public final class IngestBatcher: @unchecked Sendable {
         condition.broadcast()
         condition.unlock()
         if wasRunning { stopped.wait() }
+        wakeReaper()
+    }
+
+    private func wakeReaper() {
+        reaperWake.lock()
+        reaperWoken = true
+        reaperWake.signal()
+        reaperWake.unlock()
     }
 
     private func writeLoop(_ index: Int) {
@@ -145,30 +163,44 @@ public final class IngestBatcher: @unchecked Sendable {
     }
 
     /// Answers every request whose deadline passed, queued or being written, until the batcher stops.
-    private func reapLoop(_ deadline: Duration) {
-        // Granularity: a tenth of the deadline, so an answer comes at most 10 % late.
-        let tick = deadline / 10
+    ///
+    /// Sleeps until the earliest deadline of a request it may have to answer; with none, until a
+    /// request with a deadline is submitted or the batcher stops. An idle service wakes it never.
+    private func reapLoop() {
         while true {
-            // A sleep of its own, not a wait on `condition`: a `signal()` meant for a writer must never
-            // be taken by this thread, or the writer would sleep on with the request unwritten.
-            Thread.sleep(forTimeInterval: Double(tick.components.seconds) + Double(tick.components.attoseconds) / 1e18)
             condition.lock()
             if stopping && running == 0 {
                 condition.unlock()
                 return
             }
             let now = ContinuousClock.now
+            // Deadlines are submission time plus one fixed duration, so the queue is in deadline order.
             var late = queue.prefix { $0.deadline.map { $0 <= now } ?? false }
             queue.removeFirst(late.count)
+            var next = queue.lazy.compactMap(\.deadline).first
             // One a writer has may still commit: only a client's own key lets its retry find it, so a
             // request without one waits for its transaction instead of risking a second copy.
             for batch in writing.values {
-                late += batch.filter {
-                    !$0.isAnswered && $0.item.keyFromClient && ($0.deadline.map { $0 <= now } ?? false)
+                for waiting in batch where !waiting.isAnswered && waiting.item.keyFromClient {
+                    guard let due = waiting.deadline else { continue }
+                    if due <= now { late.append(waiting) } else { next = min(next ?? due, due) }
                 }
             }
+            reaperIdle = next == nil
             condition.unlock()
             for waiting in late { waiting.answer(.failure(IngestDeadlinePassed())) }
+
+            reaperWake.lock()
+            if !reaperWoken {
+                if let next {
+                    let seconds = Double((next - now).components.seconds) + Double((next - now).components.attoseconds) / 1e18
+                    _ = reaperWake.wait(until: Date().addingTimeInterval(seconds))
+                } else {
+                    reaperWake.wait()
+                }
+            }
+            reaperWoken = false
+            reaperWake.unlock()
         }
     }
 }

@@ -16,6 +16,8 @@ public struct ClaimedFollowUp: Sendable {
     public var payload: JSONValue
     /// How late the claim is: claim time minus due time, in seconds.
     public var lateness: Double
+    /// When the follow-up was due for this attempt (recorded with the attempt).
+    public var dueAt: Date = Date(timeIntervalSince1970: 0)
     /// A push to a device token APNs already reported dead: recorded as skipped, never sent.
     public var deviceDead: Bool = false
     /// Where the claimed row version is (its `ctid`, as text): the finish may reach the row by it. A
@@ -100,8 +102,8 @@ public struct OutboxStore: Sendable {
                 appID: try row.decode("app_id"), id: try row.decode("id"), attempt: try row.decode("attempt"),
                 channel: FollowUpChannel(rawValue: try row.decode("channel")) ?? .webhook,
                 payload: try JSONParser.parse(try row.decode("payload", as: PostgresJSON.self).text),
-                lateness: try row.decode("lateness"), deviceDead: try row.decode("device_dead"),
-                row: try row.decode("row"))
+                lateness: try row.decode("lateness"), dueAt: try row.decode("due_at"),
+                deviceDead: try row.decode("device_dead"), row: try row.decode("row"))
         }
     }
 
@@ -124,7 +126,7 @@ public struct OutboxStore: Sendable {
                 lease_until = now() + make_interval(secs => \(leaseSeconds)), updated_at = now()
             FROM due
             WHERE f.ctid = due.row
-            RETURNING f.app_id, f.id, f.attempt, f.channel, f.payload, f.ctid::text AS row,
+            RETURNING f.app_id, f.id, f.attempt, f.channel, f.payload, f.ctid::text AS row, f.due_at,
                 extract(epoch FROM now() - f.due_at)::float8 AS lateness,
                 f.channel = 'apns' AND EXISTS (
                     SELECT 1 FROM devices d
@@ -155,7 +157,7 @@ public struct OutboxStore: Sendable {
         guard !attempts.isEmpty else { return [] }
         var apps: [String] = [], ids: [UUID] = [], rowIDs: [String] = [], numbers: [Int] = []
         var statuses: [String] = [], errors: [String] = [], retries: [Int] = [], httpStatuses: [Int] = []
-        var results: [String] = [], started: [Int] = [], durations: [Int] = []
+        var results: [String] = [], started: [Int] = [], durations: [Int] = [], due: [Int] = []
         for attempt in attempts {
             let row = attempt.row
             apps.append(attempt.claim.appID)
@@ -169,6 +171,7 @@ public struct OutboxStore: Sendable {
             httpStatuses.append(row.httpStatus ?? -1)
             results.append(row.attemptResult)
             started.append(Int((attempt.startedAt.timeIntervalSince1970 * 1000).rounded()))
+            due.append(Int((attempt.claim.dueAt.timeIntervalSince1970 * 1000).rounded()))
             durations.append(
                 Int(attempt.duration.components.seconds * 1000
                     + attempt.duration.components.attoseconds / 1_000_000_000_000_000))
@@ -178,7 +181,7 @@ public struct OutboxStore: Sendable {
             Self.finishBatch(
                 apps: apps, ids: ids, rows: rowIDs, attempts: numbers, statuses: statuses, errors: errors,
                 retries: retries, httpStatuses: httpStatuses, results: results, started: started,
-                durations: durations),
+                durations: durations, due: due),
         ])[1]
         return Set(try rows.map { try $0.decode("id", as: UUID.self) })
     }
@@ -203,16 +206,16 @@ public struct OutboxStore: Sendable {
     // both, quadratic in the batch, since the plan settings turn hash and merge joins off.
     static func finishBatch(
         apps: [String], ids: [UUID], rows: [String], attempts: [Int], statuses: [String], errors: [String],
-        retries: [Int], httpStatuses: [Int], results: [String], started: [Int], durations: [Int]
+        retries: [Int], httpStatuses: [Int], results: [String], started: [Int], durations: [Int], due: [Int]
     ) -> PostgresQuery {
         (
             """
             WITH batch AS (
                 SELECT * FROM unnest(\(apps)::text[], \(ids)::uuid[], \(rows)::tid[], \(attempts)::int[],
                     \(statuses)::text[], \(errors)::text[], \(retries)::int[], \(httpStatuses)::int[],
-                    \(results)::text[], \(started)::bigint[], \(durations)::int[])
+                    \(results)::text[], \(started)::bigint[], \(durations)::int[], \(due)::bigint[])
                     AS b(app_id, id, row, attempt, status, error_class, retry_ms, http_status, result, started_ms,
-                        duration_ms)
+                        duration_ms, due_ms)
             ),
             updated AS (
                 UPDATE followups f
@@ -222,13 +225,14 @@ public struct OutboxStore: Sendable {
                 FROM batch b
                 WHERE f.ctid = b.row AND f.app_id = b.app_id AND f.id = b.id AND f.attempt = b.attempt
                     AND f.status = 'running'
-                RETURNING f.app_id, f.id, f.attempt, b.result, b.http_status, b.error_class, b.started_ms, b.duration_ms
+                RETURNING f.app_id, f.id, f.attempt, b.result, b.http_status, b.error_class, b.started_ms, b.duration_ms,
+                    b.due_ms
             ),
             recorded AS (
                 INSERT INTO delivery_attempts (app_id, followup_id, attempt, started_at, finished_at, result,
-                    http_status, error_class, duration_ms)
+                    http_status, error_class, duration_ms, due_at)
                 SELECT app_id, id, attempt, to_timestamp(started_ms / 1000.0), now(), result,
-                    nullif(http_status, -1), nullif(error_class, ''), duration_ms
+                    nullif(http_status, -1), nullif(error_class, ''), duration_ms, to_timestamp(due_ms / 1000.0)
                 FROM updated
                 ON CONFLICT DO NOTHING
             )
@@ -271,15 +275,19 @@ public struct OutboxStore: Sendable {
     }
 
     /// Seconds until the next follow-up is due (0 when one is due now), or `nil` when none waits.
+    ///
+    /// The clamp to 0 is done here, not in SQL: PostgreSQL's `greatest` ignores a NULL argument, so
+    /// `greatest(0, NULL)` is 0 and an empty outbox would read as "due now" (the worker then looked
+    /// again every millisecond while idle).
     public func secondsUntilNextDue() throws -> Double? {
         let rows = try pool.pipelinedTransaction([
             Self.planSettings,
             """
-            SELECT greatest(0, extract(epoch FROM min(due_at) - now()))::float8 AS wait
+            SELECT extract(epoch FROM min(due_at) - now())::float8 AS wait
             FROM followups WHERE status IN ('pending', 'retrying')
             """,
         ])[1]
-        return try rows[0].decode("wait", as: Double?.self)
+        return try rows[0].decode("wait", as: Double?.self).map { max(0, $0) }
     }
 
     /// Queue depth and the age in seconds of the oldest due follow-up (0 when none is due).

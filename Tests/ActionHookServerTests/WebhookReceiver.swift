@@ -397,7 +397,10 @@ struct HookFollowUpRow: Sendable {
 /// A delivery attempt row.
 struct HookAttemptRow: Sendable {
     let attempt: Int
+    /// When the attempt was due, as the worker recorded it.
+    let dueAt: Date?
     let startedAt: Date
+    let finishedAt: Date
     let result: String
     let httpStatus: Int?
     let errorClass: String?
@@ -540,19 +543,23 @@ enum Hooks {
     static func attempts(_ api: TestAPI, _ id: String) throws -> [HookAttemptRow] {
         try api.query(
             """
-            SELECT attempt, started_at, result, http_status, error_class FROM delivery_attempts
+            SELECT attempt, due_at, started_at, finished_at, result, http_status, error_class FROM delivery_attempts
             WHERE followup_id = \(UUID(uuidString: id)!) ORDER BY attempt
             """
         ).map {
             HookAttemptRow(
-                attempt: try $0.decode("attempt"), startedAt: try $0.decode("started_at"), result: try $0.decode("result"),
+                attempt: try $0.decode("attempt"), dueAt: try $0.decode("due_at"), startedAt: try $0.decode("started_at"),
+                finishedAt: try $0.decode("finished_at"), result: try $0.decode("result"),
                 httpStatus: try $0.decode("http_status"), errorClass: try $0.decode("error_class"))
         }
     }
 
     /// Inserts one response and `count` due webhook follow-ups for it straight into the outbox;
-    /// `url(i)` is the follow-up's own URL (nil for the app's endpoint). Returns their ids in order.
-    static func insertDueWebhooks(_ api: TestAPI, app: String, count: Int, url: (Int) -> String?) throws -> [String] {
+    /// `url(i)` is the follow-up's own URL (nil for the app's endpoint); they are due `dueInSeconds` from
+    /// now (by the database clock). Returns their ids in order.
+    static func insertDueWebhooks(
+        _ api: TestAPI, app: String, count: Int, dueInSeconds: Int = 0, url: (Int) -> String?
+    ) throws -> [String] {
         let responseID = UUID()
         let ids = (0..<count).map { _ in UUID() }
         try api.pool.transaction { connection in
@@ -567,7 +574,8 @@ enum Hooks {
                 try connection.execute(
                     """
                     INSERT INTO followups (app_id, id, response_id, ordinal, channel, payload, due_at)
-                    VALUES (\(app), \(id), \(responseID), \(index), 'webhook', \(payload)::jsonb, now())
+                    VALUES (\(app), \(id), \(responseID), \(index), 'webhook', \(payload)::jsonb,
+                        now() + make_interval(secs => \(dueInSeconds)))
                     """)
             }
         }
