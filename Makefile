@@ -5,7 +5,7 @@ SHELL := /bin/bash
 SWIFT_FORMAT_PATHS := Sources Tests Package.swift
 DEV_PG_DIR := .local/pg
 
-.PHONY: help run test build format lint stop-db clean-db bench bench-delivery faults
+.PHONY: help run test test-stress build format lint stop-db clean-db bench bench-delivery faults
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  make %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -15,6 +15,9 @@ run: ## Install what is missing, build, start the local PostgreSQL (.local/pg) a
 
 test: ## The whole suite with a throwaway PostgreSQL, as CI runs it
 	bash scripts/test.sh
+
+test-stress: ## The whole suite with two CPU hogs (stress-ng --cpu 2) beside `swift test`, as on a busy laptop
+	ACTIONHOOK_TEST_STRESS=1 bash scripts/test.sh
 
 build: ## Install what is missing and build (debug)
 	bash scripts/install-deps.sh

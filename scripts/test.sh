@@ -7,6 +7,8 @@
 # `swift build --build-tests`; `swift test` (the client package's suite in a run of its own); every other scripts/check-*.sh, in lexical order;
 # the reliability faults in their short form (bench/faults.sh, FAULTS_SIZE=short) against the debug binary just built.
 # ACTIONHOOK_TEST_ARGS adds arguments to `swift test` (e.g. "--filter PostgresTests").
+# ACTIONHOOK_TEST_STRESS=1 (`make test-stress`; CI does it too) runs `swift test` with two CPU hogs beside it
+# (stress-ng --cpu 2), the load of a developer's busy laptop: the suite must pass on such a machine.
 # Logs of the build and the tests: .build/test-logs/.
 set -euo pipefail
 
@@ -25,6 +27,10 @@ full=0
 if ((in_ci)) || [[ "${ACTIONHOOK_TEST_FULL:-}" == 1 ]]; then
     full=1
 fi
+stress=0
+if [[ "${ACTIONHOOK_TEST_STRESS:-}" == 1 ]]; then
+    stress=1
+fi
 log_dir="$repo_root/.build/test-logs"
 started=$SECONDS
 step_name=setup
@@ -38,6 +44,7 @@ joined() {
 
 finish() {
     local status=$?
+    stop_cpu_hogs
     if [[ -n "$pg_dir" ]]; then
         bash scripts/pg-local.sh destroy "$pg_dir" 2>/dev/null || echo "test: could not delete the test cluster in $pg_dir" >&2
     fi
@@ -99,7 +106,28 @@ swift_build() {
 # threads with blocking calls it would be starved for seconds on a two-core machine.
 client_suite=ClientPackageTests
 
+stress_pid=
+start_cpu_hogs() {
+    stress-ng --cpu 2 --quiet >/dev/null 2>&1 &
+    stress_pid=$!
+    echo "two CPU hogs (stress-ng --cpu 2) run beside the suite"
+}
+stop_cpu_hogs() {
+    if [[ -n "$stress_pid" ]]; then
+        kill "$stress_pid" 2>/dev/null || true
+        wait "$stress_pid" 2>/dev/null || true
+        stress_pid=
+    fi
+}
+
+# A failing suite ends the script (set -e) and `finish` stops the hogs.
 swift_test() {
+    if ((stress)); then start_cpu_hogs; fi
+    swift_test_suites
+    stop_cpu_hogs
+}
+
+swift_test_suites() {
     local extra=()
     read -r -a extra <<<"${ACTIONHOOK_TEST_ARGS:-}"
     if ((${#extra[@]})); then
@@ -116,11 +144,10 @@ command -v swift >/dev/null 2>&1 || {
 }
 mkdir -p "$log_dir"
 
-if ((full)); then
-    step "install dependencies" bash scripts/install-deps.sh --ci
-else
-    step "install dependencies" bash scripts/install-deps.sh
-fi
+install_args=()
+if ((full)); then install_args+=(--ci); fi
+if ((stress)); then install_args+=(--with stress-ng); fi
+step "install dependencies" bash scripts/install-deps.sh "${install_args[@]}"
 step "start test cluster" start_test_cluster
 step "check-c-imports" bash scripts/check-c-imports.sh
 step "docker-compose config" check_compose
