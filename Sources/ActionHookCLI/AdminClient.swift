@@ -63,6 +63,32 @@ public struct AdminClient: Sendable {
         return AdminClient(baseURL: url, token: token)
     }
 
+    /// An admin API path: `/v1/` and the segments, each percent-encoded, so that an id from a file or the
+    /// command line (`a/b`, `..`, `x?y`) names exactly one segment and never another route.
+    public static func path(_ segments: String..., query: String? = nil) -> String {
+        "/v1/" + segments.map(encodeSegment).joined(separator: "/") + (query.map { "?" + $0 } ?? "")
+    }
+
+    /// One path segment, percent-encoded: only RFC 3986's unreserved characters stay as they are, and a
+    /// segment that is `.` or `..` is encoded whole (a URL library or proxy would otherwise resolve it).
+    static func encodeSegment(_ segment: String) -> String {
+        if segment == "." { return "%2E" }
+        if segment == ".." { return "%2E%2E" }
+        var out = ""
+        for byte in segment.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = String(byte, radix: 16, uppercase: true)
+                out += "%" + (hex.count == 1 ? "0" : "") + hex
+            }
+        }
+        return out
+    }
+
     /// Sends one request; `path` starts with `/`.
     public func send(
         _ method: String, _ path: String, body: JSONValue? = nil, headers: [(String, String)] = []

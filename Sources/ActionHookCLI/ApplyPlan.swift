@@ -71,7 +71,7 @@ public struct ApplyPlan: Sendable {
             throw CLIError(lines: error.errors.map { file.describe(pointer: $0.pointer, detail: $0.detail) })
         }
 
-        let app = try client.send("GET", "/v1/apps/\(file.appID)")
+        let app = try client.send("GET", AdminClient.path("apps", file.appID))
         let appExists: Bool
         var current = AppConfiguration(categories: [], rules: [])
         var etag = current.etag
@@ -80,7 +80,7 @@ public struct ApplyPlan: Sendable {
         switch app.status {
         case 200:
             appExists = true
-            let read = try client.send("GET", "/v1/apps/\(file.appID)/config")
+            let read = try client.send("GET", AdminClient.path("apps", file.appID, "config"))
             guard read.status == 200, let json = read.json, let tag = read.headers["etag"] else {
                 throw CLIError("GET /v1/apps/\(file.appID)/config answered \(read.status): \(read.problemDetail)")
             }
@@ -227,7 +227,7 @@ public struct ApplyPlan: Sendable {
         guard appExists && configurationChanges else { return }
         try check(
             client.send(
-                "PUT", "/v1/apps/\(file.appID)/config?dryRun=true", body: body, headers: [("If-Match", etag)]))
+                "PUT", AdminClient.path("apps", file.appID, "config", query: "dryRun=true"), body: body, headers: [("If-Match", etag)]))
     }
 
     /// Carries the plan out: the configuration is checked on the server first (with the tag it was read
@@ -235,7 +235,7 @@ public struct ApplyPlan: Sendable {
     /// under `If-Match`, so a configuration another writer changed since the plan was made is refused.
     public func execute(client: AdminClient, console: Console) throws {
         guard hasChanges else { return }
-        let path = "/v1/apps/\(file.appID)"
+        let path = AdminClient.path("apps", file.appID)
         try check(client: client)
         if !appExists {
             let created = try client.send("POST", "/v1/apps", body: .object(settingsBody))

@@ -106,12 +106,12 @@ public struct Apply: ParsableCommand {
 public enum ExportRun {
     /// The YAML text of the app's settings (without secrets), categories and rules.
     public static func text(appID: String, client: AdminClient) throws -> String {
-        let app = try client.send("GET", "/v1/apps/\(appID)")
+        let app = try client.send("GET", AdminClient.path("apps", appID))
         guard app.status == 200, let settings = app.json?.objectValue else {
             throw CLIError(
                 app.status == 404 ? "app \(appID) does not exist" : "GET /v1/apps/\(appID) answered \(app.status)")
         }
-        let read = try client.send("GET", "/v1/apps/\(appID)/config")
+        let read = try client.send("GET", AdminClient.path("apps", appID, "config"))
         guard read.status == 200, let configuration = read.json?.objectValue else {
             throw CLIError("GET /v1/apps/\(appID)/config answered \(read.status): \(read.problemDetail)")
         }
@@ -169,7 +169,7 @@ public enum TestRun {
             throw CLIError("\(path): cannot be read")
         }
         let document = try YAMLDocument(text: text, name: path)
-        let answer = try client.send("POST", "/v1/apps/\(appID)/rules/test", body: document.value)
+        let answer = try client.send("POST", AdminClient.path("apps", appID, "rules", "test"), body: document.value)
         guard answer.status == 200, let result = answer.json?.objectValue else {
             if answer.status == 404 { throw CLIError("app \(appID) does not exist") }
             let lines = answer.fieldErrors.map { error in
@@ -357,7 +357,7 @@ public enum AdminCommands {
 
     /// Creates an ingest key and prints its id and secret.
     public static func createKey(appID: String, client: AdminClient, console: Console) throws {
-        let answer = try client.send("POST", "/v1/apps/\(appID)/keys")
+        let answer = try client.send("POST", AdminClient.path("apps", appID, "keys"))
         guard answer.status == 201, let key = answer.json?.objectValue else {
             throw refusal(answer, what: "app \(appID)")
         }
@@ -367,7 +367,7 @@ public enum AdminCommands {
 
     /// Revokes an ingest key.
     public static func revokeKey(appID: String, keyID: String, client: AdminClient, console: Console) throws {
-        let answer = try client.send("DELETE", "/v1/apps/\(appID)/keys/\(keyID)")
+        let answer = try client.send("DELETE", AdminClient.path("apps", appID, "keys", keyID))
         guard answer.status == 204 else { throw refusal(answer, what: "app \(appID) or its key \(keyID)") }
         console.line("revoked ingest key \(keyID) of app \(appID)")
     }

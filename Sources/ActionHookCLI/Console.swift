@@ -1,3 +1,4 @@
+import ActionHookCore
 import Foundation
 
 /// Where a command writes: standard output for results, standard error for diagnostics.
@@ -18,11 +19,12 @@ public struct Console: Sendable {
         out: { FileHandle.standardOutput.write(Data($0.utf8)) },
         err: { FileHandle.standardError.write(Data($0.utf8)) })
 
-    /// Writes one line to standard output.
-    public func line(_ text: String = "") { out(text + "\n") }
+    /// Writes one line to standard output, its control characters written out visibly: lines hold what
+    /// a server sent (names, problem details), which must not reach the terminal as escape sequences.
+    public func line(_ text: String = "") { out(TerminalText.escaped(text) + "\n") }
 
-    /// Writes one line to standard error.
-    public func error(_ text: String) { err(text + "\n") }
+    /// Writes one line to standard error, escaped as ``line(_:)`` is.
+    public func error(_ text: String) { err(TerminalText.escaped(text) + "\n") }
 }
 
 /// A failure the command line reports as it is and exits 1 for. Its message never holds a secret.

@@ -22,10 +22,21 @@ public final class WebhookInbox: Sendable {
         /// The body as sent.
         public let body: [UInt8]
 
+        /// Creates a delivery record.
+        public init(path: String, id: String?, timestamp: String?, failure: WebhookSignature.Failure?, body: [UInt8]) {
+            self.path = path
+            self.id = id
+            self.timestamp = timestamp
+            self.failure = failure
+            self.body = body
+        }
+
         /// Whether the signature is valid.
         public var isValid: Bool { failure == nil }
 
-        /// The lines the inbox prints: a head line, then the body (pretty when it is JSON).
+        /// The lines the inbox prints: a head line, then the body (pretty when it is JSON). Whatever the
+        /// sender chose (path, headers, body) has its control characters written out visibly, signed or
+        /// not: it is printed to a terminal.
         public var report: String {
             let verdict = failure.map { "INVALID signature (\($0))" } ?? "valid signature"
             let head = "webhook \(id ?? "(no webhook-id)") at \(timestamp ?? "(no timestamp)") on \(path): \(verdict)"
@@ -38,7 +49,7 @@ public final class WebhookInbox: Sendable {
             } else {
                 text = String(decoding: body, as: UTF8.self)
             }
-            return head + "\n" + text + "\n"
+            return TerminalText.escaped(head + "\n" + text) + "\n"
         }
     }
 
