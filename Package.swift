@@ -32,7 +32,8 @@ let package = Package(
             providers: [.apt(["libpq-dev"])]
         ),
 
-        // A pthread mutex around a value, for locks taken on every request.
+        // The leaf every other target may use: a pthread mutex around a value (locks taken on every
+        // request), a monitor (mutex and condition) and the lifecycle every background loop shares.
         .target(name: "Locks"),
 
         // Safe Swift wrappers over the C libraries.
@@ -48,6 +49,7 @@ let package = Package(
             name: "Postgres",
             dependencies: [
                 "CLibPQ",
+                "Locks",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -85,8 +87,7 @@ let package = Package(
             name: "ActionHookDelivery",
             dependencies: [
                 "ActionHookCore",
-                "ActionHookStore",
-                "Postgres",
+                "Locks",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -154,6 +155,7 @@ let package = Package(
             dependencies: ["Postgres"],
             path: "Tests/TestSupport"
         ),
+        .testTarget(name: "LocksTests", dependencies: ["Locks"]),
         .testTarget(name: "MicroHTTPDTests", dependencies: ["MicroHTTPD", "TestSupport"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "ActionHookCoreTests", dependencies: ["ActionHookCore"]),

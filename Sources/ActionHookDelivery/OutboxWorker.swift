@@ -1,14 +1,12 @@
 import ActionHookCore
-import ActionHookStore
 import Foundation
+import Locks
 import Logging
-import Postgres
 
 /// Receives delivery events, for metrics.
 public protocol DeliveryObserver: Sendable {
-    /// An attempt ended: `result` is `delivered`, `retrying`, `dead` or `skipped`; `latency` is the
-    /// time from due to the end of the attempt.
-    func attemptFinished(channel: FollowUpChannel, result: String, latency: Double)
+    /// An attempt ended; `latency` is the time from due to the end of the attempt.
+    func attemptFinished(channel: FollowUpChannel, result: DeliveryResultLabel, latency: Double)
     /// The queue's state: follow-ups due now and the age of the oldest.
     func queueObserved(due: Int, oldestDueAge: Double)
     /// The worker looked at the queue and claimed `count` follow-ups (0: nothing was due).
@@ -41,116 +39,104 @@ public struct WorkerConfiguration: Sendable {
     }
 }
 
-/// Delivers follow-ups from the outbox: claims due rows under a lease, sends them concurrently,
-/// and records each attempt, fenced by its attempt number.
+/// Delivers follow-ups from the outbox: claims due rows under a lease, sends them concurrently, and
+/// records each attempt, fenced by its attempt number.
 ///
-/// One dedicated thread owns every (blocking) database call; sends run as async tasks, whose
-/// results come back to that thread. `LISTEN/NOTIFY` wakes it early (``wake()``); the next due
-/// time and the poll interval bound its sleep.
-public final class OutboxWorker: @unchecked Sendable {
-    // @unchecked: every mutable member below is read and written only with `condition` locked,
-    // except `thread`, which only `start` and `stop` touch.
-    let outbox: OutboxStore
-    let apps: AppStore
+/// The loop: one dedicated thread makes every (blocking) outbox call; sends run as tasks, whose ends
+/// come back to that thread through ``Shared``. What to send is decided by ``DeliveryPlan``, how an
+/// attempt is recorded by ``AttemptPolicy`` (both pure, in the domain); this type only moves claims
+/// between the outbox, the senders and the records. It sleeps until a wake-up (``wake()``: new
+/// follow-ups were written), a send ending, the next due time or the poll interval.
+public final class OutboxWorker: Sendable {
+    let outbox: any Outbox
     let webhooks: WebhookSender
     let apns: APNsSender
     let configuration: WorkerConfiguration
+    let policy: AttemptPolicy
     let observer: (any DeliveryObserver)?
     let logger: Logger
+    private let shared = Monitor(Shared())
 
-    private let condition = NSCondition()
-    private var woken = false
-    private var stopping = false
-    private var gracePeriod: Duration = .seconds(10)
-    private var inFlight: [UUID: ClaimedFollowUp] = [:]
-    private var completions: [Completion] = []
-    /// Finished attempts whose recording failed because the database did not answer, kept to be
-    /// recorded again while their leases last (touched by the worker thread only).
-    private var unrecorded: [(attempt: FinishedAttempt, label: String, completion: Completion)] = []
-    private var thread: Thread?
-    private let finished = DispatchSemaphore(value: 0)
-    private var appSettings: [String: (app: StoredApp?, loadedAt: ContinuousClock.Instant)] = [:]
-    /// Apps changed since their settings were cached (`nil` in the set's place: every app).
-    private var changedApps: Set<String>? = []
+    /// What the worker's thread shares with the sends' tasks and its callers. Every claim the worker
+    /// holds is, at any moment, in exactly one place: `inFlight` (being sent), `completions` (sent,
+    /// to be recorded) or the thread's own `unrecorded` (its record failed; kept while its lease lasts).
+    struct Shared {
+        var loop = LoopState()
+        var inFlight: [UUID: ClaimedFollowUp] = [:]
+        var completions: [Completion] = []
+        var changes = SettingsChanges.none
+    }
 
-    struct Completion {
-        var claim: ClaimedFollowUp
-        var outcome: SendOutcome
-        var startedAt: Date
-        var duration: Duration
+    /// A send that ended, with how it is to be recorded.
+    struct Completion: Sendable {
+        var attempt: FinishedAttempt
+        var record: AttemptRecord
     }
 
     /// Creates a worker; it does nothing until ``start()``.
     public init(
-        outbox: OutboxStore, apps: AppStore, webhooks: WebhookSender, apns: APNsSender,
-        configuration: WorkerConfiguration, observer: (any DeliveryObserver)?, logger: Logger
+        outbox: any Outbox, webhooks: WebhookSender, apns: APNsSender, configuration: WorkerConfiguration,
+        observer: (any DeliveryObserver)?, logger: Logger
     ) {
         self.outbox = outbox
-        self.apps = apps
         self.webhooks = webhooks
         self.apns = apns
         self.configuration = configuration
+        policy = AttemptPolicy(retryPolicy: configuration.retryPolicy)
         self.observer = observer
         self.logger = logger
     }
 
-    /// Starts the worker thread.
+    /// Starts the worker's thread.
     public func start() {
-        precondition(thread == nil, "worker already started")
-        let thread = Thread { [self] in
-            run()
-            finished.signal()
-        }
+        shared.withLock { $0.loop.start() }
+        let thread = Thread { [self] in run() }
         thread.name = "actionhook-outbox"
-        self.thread = thread
         thread.start()
     }
 
     /// Forgets the cached settings of an app that changed (`nil`: of every app), so that a changed or
     /// re-enabled webhook endpoint is used from the next claim on.
     public func invalidate(appID: String?) {
-        condition.lock()
-        if let appID { changedApps?.insert(appID) } else { changedApps = nil }
-        condition.unlock()
+        shared.withLock { $0.changes.add(appID) }
     }
 
     /// Looks at the queue now (new follow-ups were written).
     public func wake() {
-        condition.lock()
-        woken = true
-        condition.signal()
-        condition.unlock()
+        shared.withLockWakingAll { $0.loop.wake() }
     }
 
-    /// Stops claiming, lets deliveries in flight finish within `gracePeriod`, gives the rest back
-    /// to the queue, and returns when the thread has ended.
+    /// Stops claiming, lets deliveries in flight finish within `gracePeriod`, gives the rest back to
+    /// the queue, and returns when the worker's thread has ended.
     public func stop(gracePeriod: Duration) {
-        guard thread != nil else { return }
-        condition.lock()
-        stopping = true
-        self.gracePeriod = gracePeriod
-        condition.signal()
-        condition.unlock()
-        finished.wait()
-        thread = nil
+        guard shared.withLockWakingAll({ $0.loop.stop(gracePeriod: gracePeriod) }) else { return }
+        shared.wait(for: { $0.loop.phase == .stopped }, then: { _ in })
+    }
+
+    /// What only the worker's thread touches.
+    private struct ThreadState {
+        var settings = DeliverySettingsCache()
+        var unrecorded: [Completion] = []
     }
 
     private func run() {
+        var local = ThreadState()
         let clock = ContinuousClock()
-        var lastSweep = clock.now - configuration.sweepInterval
+        var nextSweep = clock.now
         while true {
-            condition.lock()
-            let done = stopping
-            let ready = completions
-            completions = []
-            let busy = inFlight.count
-            condition.unlock()
+            let (ready, busy, changes, running) = shared.withLock { shared in
+                defer {
+                    shared.completions = []
+                    shared.changes = .none
+                }
+                return (shared.completions, shared.inFlight.count, shared.changes, shared.loop.takeWakeUp())
+            }
+            local.settings.apply(changes)
+            record(ready, &local)
+            if !running { break }
 
-            record(ready)
-            if done { break }
-
-            if clock.now - lastSweep >= configuration.sweepInterval {
-                lastSweep = clock.now
+            if clock.now >= nextSweep {
+                nextSweep = clock.now + configuration.sweepInterval
                 sweepAndObserve()
             }
 
@@ -160,7 +146,7 @@ public final class OutboxWorker: @unchecked Sendable {
                 do {
                     let claims = try outbox.claim(limit: capacity, leaseSeconds: configuration.leaseSeconds)
                     observer?.claimed(count: claims.count)
-                    launch(claims)
+                    launch(claims, &local)
                     // A full batch means more may be due: look again at once.
                     if claims.count == capacity { continue }
                     if let next = try outbox.secondsUntilNextDue() {
@@ -171,57 +157,45 @@ public final class OutboxWorker: @unchecked Sendable {
                     wait = .seconds(1)
                 }
             }
-            sleep(upTo: wait)
+            shared.wait(until: clock.now + wait, for: { $0.loop.mustWake || !$0.completions.isEmpty }, then: { _ in })
         }
-        drain(clock: clock)
+        drain(&local, clock: clock)
+        shared.withLockWakingAll { $0.loop.finish() }
     }
 
-    /// Waits for a wake-up, a completion, a stop, or `duration`.
-    private func sleep(upTo duration: Duration) {
-        let deadline = Date().addingTimeInterval(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
-        condition.lock()
-        while !woken && !stopping && completions.isEmpty {
-            if !condition.wait(until: deadline) { break }
+    /// On stop: records what finishes within the grace period, then releases the rest. The last step
+    /// takes the completions and the claims in flight at once under the lock, so a send that ends while
+    /// an earlier batch is being recorded is recorded too, and every other claim is released: none is
+    /// left `running`, however slow the machine.
+    private func drain(_ local: inout ThreadState, clock: ContinuousClock) {
+        let deadline = clock.now + shared.withLock { $0.loop.gracePeriod }
+        while clock.now < deadline {
+            let (ready, idle) = shared.wait(
+                until: deadline, for: { !$0.completions.isEmpty || $0.inFlight.isEmpty },
+                then: { shared -> ([Completion], Bool) in
+                    defer { shared.completions = [] }
+                    return (shared.completions, shared.inFlight.isEmpty)
+                })
+            record(ready, &local)
+            if idle { break }
         }
-        woken = false
-        condition.unlock()
-    }
-
-    /// On stop: record what finishes within the grace period, then release the rest.
-    ///
-    /// Every claim this worker holds is, at any moment, in exactly one of three places: in flight, in
-    /// `completions` (finished, to be recorded), or in `unrecorded` (finished, its record failed). The
-    /// last step takes all three at once under the lock, so a send that ends while an earlier batch is
-    /// being recorded is recorded too, and whatever is left is released: none is left `running`.
-    private func drain(clock: ContinuousClock) {
-        condition.lock()
-        let deadline = clock.now + gracePeriod
-        while !inFlight.isEmpty && clock.now < deadline {
-            if completions.isEmpty {
-                _ = condition.wait(until: Date().addingTimeInterval(0.05))
-                continue
+        let (ready, abandoned) = shared.withLock { shared -> ([Completion], [ClaimedFollowUp]) in
+            defer {
+                shared.completions = []
+                shared.inFlight = [:]
             }
-            let ready = completions
-            completions = []
-            condition.unlock()
-            record(ready)
-            condition.lock()
+            return (shared.completions, Array(shared.inFlight.values))
         }
-        let ready = completions
-        completions = []
-        let abandoned = Array(inFlight.values)
-        inFlight.removeAll()
-        condition.unlock()
-        record(ready)
+        record(ready, &local)
         // Finished but not recorded (the database did not answer): given back like the unfinished ones.
-        let release = abandoned + unrecorded.map(\.completion.claim)
-        unrecorded = []
+        let released = abandoned + local.unrecorded.map(\.attempt.claim)
+        local.unrecorded = []
         do {
-            try outbox.release(release)
+            try outbox.release(released)
         } catch {
             logger.warning("could not release claims; their leases will expire", metadata: ["error": "\(error)"])
         }
-        logger.info("outbox worker stopped", metadata: ["released": "\(release.count)"])
+        logger.info("outbox worker stopped", metadata: ["released": "\(released.count)"])
     }
 
     private func sweepAndObserve() {
@@ -235,183 +209,173 @@ public final class OutboxWorker: @unchecked Sendable {
         }
     }
 
-    /// Starts a claimed batch: what can be decided without sending (a push to a token known dead, an
-    /// app without credentials) is recorded at once, in one statement; the rest is sent as tasks.
-    private func launch(_ claims: [ClaimedFollowUp]) {
+    /// Starts a claimed batch: what is decided without sending (a push to a token known dead, an app
+    /// without credentials) is recorded at once, in one statement; the rest is sent as tasks.
+    private func launch(_ claims: [ClaimedFollowUp], _ local: inout ThreadState) {
         var decided: [Completion] = []
         for claim in claims {
-            if let outcome = launch(claim) {
-                decided.append(Completion(claim: claim, outcome: outcome, startedAt: Date(), duration: .zero))
+            let startedAt = Date()
+            let plan: DeliveryPlan
+            do {
+                plan = DeliveryPlan.plan(claim, settings: try local.settings.settings(for: claim.appID, from: outbox))
+            } catch {
+                let record = policy.record(
+                    claim, outcome: .retryable(httpStatus: nil, errorClass: "database_error"),
+                    jitterUnit: Double.random(in: 0..<1))
+                decided.append(Completion(attempt: finished(claim, record, startedAt, .zero), record: record))
+                continue
             }
+            if let record = policy.record(claim, unsent: plan) {
+                decided.append(Completion(attempt: finished(claim, record, startedAt, .zero), record: record))
+                continue
+            }
+            send(claim, plan, startedAt: startedAt)
         }
-        record(decided)
+        record(decided, &local)
     }
 
-    /// Starts the send of one claim as a task, or returns the outcome decided without sending.
-    private func launch(_ claim: ClaimedFollowUp) -> SendOutcome? {
-        let startedAt = Date()
-        let app: StoredApp?
-        do {
-            app = try settings(for: claim.appID)
-        } catch {
-            return .retryable(httpStatus: nil, errorClass: "database_error")
-        }
-        guard let app else {
-            return .permanent(httpStatus: nil, errorClass: "app_deleted")
-        }
+    private func send(_ claim: ClaimedFollowUp, _ plan: DeliveryPlan, startedAt: Date) {
+        shared.withLock { $0.inFlight[claim.id] = claim }
         let id = claim.id.lowercasedString
-        let task: @Sendable () async -> SendOutcome
-        switch claim.channel {
-        case .webhook:
-            let ownURL = claim.payload.value(atPath: "url")?.stringValue
-            guard let url = ownURL ?? app.definition.webhook?.url else {
-                return .permanent(httpStatus: nil, errorClass: "no_webhook_url")
-            }
-            guard let secret = app.definition.webhook?.secret else {
-                return .permanent(httpStatus: nil, errorClass: "no_webhook_secret")
-            }
-            if ownURL == nil && app.webhookDisabledAt != nil {
-                return .permanent(httpStatus: nil, errorClass: "endpoint_disabled")
-            }
-            let body = (claim.payload.value(atPath: "body") ?? .null).jsonBytes
-            task = { [webhooks] in await webhooks.send(id: id, url: url, body: body, secret: secret) }
-        case .apns:
-            guard let credentials = app.definition.apns else {
-                return .permanent(httpStatus: nil, errorClass: "no_apns_credentials")
-            }
-            if claim.deviceDead {
-                return .deadDevice(httpStatus: 0, reason: "device_dead")
-            }
-            let appID = claim.appID
-            let payload = claim.payload
-            task = { [apns] in await apns.send(id: id, appID: appID, credentials: credentials, payload: payload) }
-        }
-        condition.lock()
-        inFlight[claim.id] = claim
-        condition.unlock()
         Task(executorPreference: DeliveryExecutor.shared) { [self] in
             let started = ContinuousClock.now
-            let outcome = await task()
-            complete(Completion(claim: claim, outcome: outcome, startedAt: startedAt, duration: .now - started))
+            let outcome: SendOutcome
+            switch plan {
+            case .webhook(let url, let body, let secret):
+                outcome = await webhooks.send(id: id, url: url, body: body, secret: secret)
+            case .push(let credentials, let payload):
+                outcome = await apns.send(id: id, appID: claim.appID, credentials: credentials, payload: payload)
+            case .skip, .fail:
+                preconditionFailure("a plan that sends nothing is recorded without a task")
+            }
+            let record = policy.record(claim, outcome: outcome, jitterUnit: Double.random(in: 0..<1))
+            let completion = Completion(
+                attempt: finished(claim, record, startedAt, .now - started), record: record)
+            shared.withLockWakingAll { shared in
+                // A claim released at shutdown is no longer ours to record.
+                if shared.inFlight.removeValue(forKey: claim.id) != nil { shared.completions.append(completion) }
+            }
         }
-        return nil
     }
 
-    private func complete(_ completion: Completion) {
-        condition.lock()
-        // A claim released at shutdown is no longer ours to record.
-        if inFlight.removeValue(forKey: completion.claim.id) != nil {
-            completions.append(completion)
-            condition.signal()
-        }
-        condition.unlock()
+    private func finished(
+        _ claim: ClaimedFollowUp, _ record: AttemptRecord, _ startedAt: Date, _ duration: Duration
+    ) -> FinishedAttempt {
+        FinishedAttempt(claim: claim, result: record.result, startedAt: startedAt, duration: duration)
     }
 
     /// Stores the ends of finished attempts, all in one statement (fenced per row), after their side
-    /// effects (a dead device, a gone endpoint); runs on the worker thread.
-    private func record(_ completions: [Completion]) {
-        var batch = unrecorded
-        unrecorded = []
+    /// effects (a dead device, a gone endpoint); runs on the worker's thread.
+    private func record(_ completions: [Completion], _ local: inout ThreadState) {
         for completion in completions {
-            let (result, label) = attemptResult(completion)
-            batch.append(
-                (
-                    FinishedAttempt(
-                        claim: completion.claim, result: result, startedAt: completion.startedAt,
-                        duration: completion.duration), label, completion
-                ))
+            if let effect = completion.record.sideEffect { perform(effect, for: completion.attempt.claim, &local) }
         }
+        let batch = local.unrecorded + completions
+        local.unrecorded = []
         guard !batch.isEmpty else { return }
         let recorded: Set<UUID>?
         do {
             recorded = try outbox.finish(batch.map(\.attempt))
         } catch {
             logger.warning("could not record attempts", metadata: ["error": "\(error)", "count": "\(batch.count)"])
-            if let error = error as? PostgresError,
-                error.isConnectionError || error.kind == .timedOut || error.kind == .poolTimeout
-            {
+            if case .unavailable? = error as? StoreError {
                 // The database is away: keep them and record them when it answers again, as long as
                 // their leases last (fenced per row, so a late record changes nothing it should not).
                 // Past the lease, the sweep hands them out again: at least once either way.
                 let now = Date()
-                unrecorded = batch.filter {
-                    now.timeIntervalSince($0.completion.startedAt) < Double(configuration.leaseSeconds)
+                local.unrecorded = batch.filter {
+                    now.timeIntervalSince($0.attempt.startedAt) < Double(configuration.leaseSeconds)
                 }
-                if unrecorded.count == batch.count { return }
+                if local.unrecorded.count == batch.count { return }
             }
             recorded = nil
         }
         // Kept ones are counted once, when they are recorded in the end.
-        let kept = Set(unrecorded.map(\.completion.claim.id))
-        for (_, label, completion) in batch where !kept.contains(completion.claim.id) {
-            var label = label
-            let claim = completion.claim
+        let kept = Set(local.unrecorded.map(\.attempt.claim.id))
+        for completion in batch where !kept.contains(completion.attempt.claim.id) {
+            let claim = completion.attempt.claim
+            var label = completion.record.label
             if let recorded, !recorded.contains(claim.id) {
-                label = "lease_lost"
+                label = .leaseLost
                 logger.notice("attempt result discarded: the claim was taken over", metadata: ["followup": "\(claim.id)"])
             } else if recorded == nil {
-                label = "unrecorded"
+                label = .unrecorded
             }
-            let latency = claim.lateness + Double(completion.duration.components.seconds)
-                + Double(completion.duration.components.attoseconds) / 1e18
+            let duration = completion.attempt.duration
+            let latency = claim.lateness + Double(duration.components.seconds)
+                + Double(duration.components.attoseconds) / 1e18
             observer?.attemptFinished(channel: claim.channel, result: label, latency: latency)
         }
     }
 
-    /// What an attempt's outcome is recorded as, and its metrics label, after its side effects.
-    private func attemptResult(_ completion: Completion) -> (AttemptResult, String) {
-        let claim = completion.claim
-        switch completion.outcome {
-        case .delivered(let status):
-            return (.delivered(httpStatus: status), "delivered")
-        case .retryable(let status, let errorClass):
-            let delay = configuration.retryPolicy.delayMilliseconds(
-                afterFailedAttempt: claim.attempt, unit: Double.random(in: 0..<1))
-            return (
-                .failed(httpStatus: status, errorClass: errorClass, retryAfterMilliseconds: delay),
-                delay == nil ? "dead" : "retrying"
-            )
-        case .permanent(let status, let errorClass):
-            return (.failed(httpStatus: status, errorClass: errorClass, retryAfterMilliseconds: nil), "dead")
-        case .deadDevice(let status, let reason):
-            if status == 0 { return (.skipped(reason: "device_dead"), "skipped") }
-            if let token = claim.payload.value(atPath: "deviceToken")?.stringValue, !token.isEmpty {
-                do {
-                    try outbox.markDeviceDead(appID: claim.appID, token: token, reason: reason)
-                } catch {
-                    // The follow-up still ends dead; later pushes to the token are tried and fail again.
-                    logger.warning("could not mark a device dead", metadata: ["error": "\(error)"])
-                }
+    private func perform(_ effect: DeliverySideEffect, for claim: ClaimedFollowUp, _ local: inout ThreadState) {
+        switch effect {
+        case .markDeviceDead(let token, let reason):
+            do {
+                try outbox.markDeviceDead(appID: claim.appID, token: token, reason: reason)
+            } catch {
+                // The follow-up still ends dead; later pushes to the token are tried and fail again.
+                logger.warning("could not mark a device dead", metadata: ["error": "\(error)"])
             }
-            return (.failed(httpStatus: status, errorClass: reason, retryAfterMilliseconds: nil), "dead")
-        case .endpointGone:
-            // Only the app's own endpoint is disabled; a 410 from a rule's own URL ends that follow-up alone.
-            if claim.payload.value(atPath: "url")?.stringValue == nil {
-                do {
-                    try outbox.disableWebhook(appID: claim.appID)
-                } catch {
-                    // Later deliveries reach the endpoint, get 410 again and try to disable it again.
-                    logger.warning("could not disable a gone webhook endpoint", metadata: ["error": "\(error)"])
-                }
-                invalidateSettings(claim.appID)
+        case .disableWebhook:
+            do {
+                try outbox.disableWebhook(appID: claim.appID)
+            } catch {
+                // Later deliveries reach the endpoint, get 410 again and try to disable it again.
+                logger.warning("could not disable a gone webhook endpoint", metadata: ["error": "\(error)"])
             }
-            return (.failed(httpStatus: 410, errorClass: "endpoint_gone", retryAfterMilliseconds: nil), "dead")
+            local.settings.apply(.apps([claim.appID]))
+        }
+    }
+}
+
+/// Apps whose settings changed since the worker last looked.
+enum SettingsChanges: Sendable, Equatable {
+    /// None.
+    case none
+    /// These apps.
+    case apps(Set<String>)
+    /// Every app (after a reconnection, when notifications may have been missed).
+    case all
+
+    /// Adds an app (`nil`: every app).
+    mutating func add(_ appID: String?) {
+        guard let appID else {
+            self = .all
+            return
+        }
+        switch self {
+        case .none: self = .apps([appID])
+        case .apps(var apps):
+            apps.insert(appID)
+            self = .apps(apps)
+        case .all: break
+        }
+    }
+}
+
+/// The delivery settings of apps, read from the outbox and kept five seconds (or until the app changes).
+struct DeliverySettingsCache {
+    /// How long settings are kept without a change notice.
+    static let lifetime = Duration.seconds(5)
+    private var entries: [String: (settings: DeliverySettings?, loadedAt: ContinuousClock.Instant)] = [:]
+
+    /// Forgets what changed.
+    mutating func apply(_ changes: SettingsChanges) {
+        switch changes {
+        case .none: break
+        case .apps(let apps): for app in apps { entries[app] = nil }
+        case .all: entries = [:]
         }
     }
 
-    private func settings(for appID: String) throws -> StoredApp? {
-        condition.lock()
-        let changed = changedApps
-        changedApps = []
-        condition.unlock()
-        if let changed { changed.forEach(invalidateSettings) } else { appSettings.removeAll() }
-        if let cached = appSettings[appID], ContinuousClock.now - cached.loadedAt < .seconds(5) { return cached.app }
-        let app = try apps.app(appID)
-        appSettings[appID] = (app, ContinuousClock.now)
-        return app
-    }
-
-    private func invalidateSettings(_ appID: String) {
-        appSettings[appID] = nil
+    /// The settings of an app, from the cache while fresh, else from `outbox`.
+    mutating func settings(
+        for appID: String, from outbox: any Outbox, now: ContinuousClock.Instant = .now
+    ) throws -> DeliverySettings? {
+        if let cached = entries[appID], now - cached.loadedAt < Self.lifetime { return cached.settings }
+        let settings = try outbox.deliverySettings(appID: appID)
+        entries[appID] = (settings, now)
+        return settings
     }
 }

@@ -55,7 +55,7 @@ public final class ActionHookService: Sendable {
         let worker =
             configuration.workerEnabled
             ? OutboxWorker(
-                outbox: OutboxStore(pool: pool), apps: AppStore(pool: pool), webhooks: webhooks, apns: apns,
+                outbox: OutboxStore(pool: pool), webhooks: webhooks, apns: apns,
                 configuration: configuration.worker, observer: metrics, logger: logger) : nil
         self.worker = worker
         listener = PostgresListener(

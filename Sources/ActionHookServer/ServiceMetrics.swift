@@ -100,8 +100,8 @@ extension ServiceMetrics {
 
 extension ServiceMetrics: DeliveryObserver {
     /// Counts attempts by channel and result and times delivery latency (due → done) by channel.
-    public func attemptFinished(channel: FollowUpChannel, result: String, latency: Double) {
-        counter("actionhook_deliveries_total", dimensions: [("channel", channel.rawValue), ("result", result)])
+    public func attemptFinished(channel: FollowUpChannel, result: DeliveryResultLabel, latency: Double) {
+        counter("actionhook_deliveries_total", dimensions: [("channel", channel.rawValue), ("result", result.rawValue)])
             .increment()
         CoreMetrics.Timer(
             label: "actionhook_delivery_latency_seconds", dimensions: [("channel", channel.rawValue)], factory: factory

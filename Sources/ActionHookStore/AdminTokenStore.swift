@@ -25,11 +25,11 @@ public struct AdminTokenInfo: Sendable {
 
 /// Admin tokens created through the API (the bootstrap token lives in the environment only).
 public struct AdminTokenStore: Sendable {
-    let pool: PostgresPool
+    let pool: Database
 
     /// Creates the store over a pool.
     public init(pool: PostgresPool) {
-        self.pool = pool
+        self.pool = Database(pool)
     }
 
     /// Creates a token; the secret exists only in the returned value.

@@ -69,11 +69,11 @@ public struct IngestPrincipal: Sendable, Equatable {
 
 /// Apps, their ingest keys, and admin tokens.
 public struct AppStore: Sendable {
-    let pool: PostgresPool
+    let pool: Database
 
     /// Creates the store over a pool.
     public init(pool: PostgresPool) {
-        self.pool = pool
+        self.pool = Database(pool)
     }
 
     /// Creates an app and its first ingest key.

@@ -4,11 +4,11 @@ import Postgres
 
 /// An app's notification categories.
 public struct CategoryStore: Sendable {
-    let pool: PostgresPool
+    let pool: Database
 
     /// Creates the store over a pool.
     public init(pool: PostgresPool) {
-        self.pool = pool
+        self.pool = Database(pool)
     }
 
     /// Creates or replaces a category. Returns `true` when it was created.

@@ -12,11 +12,11 @@ public struct ConfigurationReplacement: Sendable {
 
 /// An app's categories and rules taken together, read and replaced as one.
 public struct ConfigurationStore: Sendable {
-    let pool: PostgresPool
+    let pool: Database
 
     /// Creates the store over a pool.
     public init(pool: PostgresPool) {
-        self.pool = pool
+        self.pool = Database(pool)
     }
 
     /// The app's current configuration, read in one statement (one snapshot).

@@ -9,11 +9,11 @@ public enum FollowUpStatus: String, Sendable, CaseIterable {
 
 /// Follow-ups (the outbox) as the admin API reads and changes them.
 public struct FollowUpStore: Sendable {
-    let pool: PostgresPool
+    let pool: Database
 
     /// Creates the store over a pool.
     public init(pool: PostgresPool) {
-        self.pool = pool
+        self.pool = Database(pool)
     }
 
     /// The app's follow-ups, newest first, optionally of one status.

@@ -1,7 +1,7 @@
 import Foundation
+import Locks
 import Logging
 import Postgres
-import Synchronization
 
 /// Clears idempotency keys older than the window in the background, a batch per statement, so that a
 /// key past its window takes no room among kept keys and is a new request.
@@ -10,18 +10,15 @@ import Synchronization
 /// the rest. Each batch locks its rows with `SKIP LOCKED`, so a writer reusing one of them is never
 /// kept waiting, and follows the app's history index from where the last sweep of that app ended.
 public final class IdempotencyKeySweeper: Sendable {
-    let pool: PostgresPool
+    let pool: Database
     let window: Duration
     let interval: Duration
     let batchSize: Int
     let logger: Logger
-    private let state = Mutex(State())
-    private let condition = NSCondition()
-    private let stopped = DispatchSemaphore(value: 0)
+    private let state = Monitor(State())
 
     private struct State {
-        var stopping = false
-        var running = false
+        var loop = LoopState()
         /// Per app, the received time up to which keys are known to be cleared.
         var sweptUntil: [String: Date] = [:]
     }
@@ -30,7 +27,7 @@ public final class IdempotencyKeySweeper: Sendable {
     public init(
         pool: PostgresPool, window: Duration, interval: Duration = .seconds(60), batchSize: Int = 1000, logger: Logger
     ) {
-        self.pool = pool
+        self.pool = Database(pool)
         self.window = window
         self.interval = interval
         self.batchSize = batchSize
@@ -39,7 +36,7 @@ public final class IdempotencyKeySweeper: Sendable {
 
     /// Starts the background thread.
     public func start() {
-        state.withLock { $0.running = true }
+        state.withLock { $0.loop.start() }
         let thread = Thread { [self] in loop() }
         thread.name = "actionhook-idempotency-sweep"
         thread.start()
@@ -47,34 +44,20 @@ public final class IdempotencyKeySweeper: Sendable {
 
     /// Stops the thread after its current batch and waits for it, so the pool can close after.
     public func stop() {
-        condition.lock()
-        let wasRunning = state.withLock { state in
-            state.stopping = true
-            return state.running
-        }
-        condition.broadcast()
-        condition.unlock()
-        if wasRunning { stopped.wait() }
+        guard state.withLockWakingAll({ $0.loop.stop() }) else { return }
+        state.wait(for: { $0.loop.phase == .stopped }, then: { _ in })
     }
 
+    /// Sweeps once per interval; nothing wakes it early but a stop.
     private func loop() {
-        defer {
-            state.withLock { $0.running = false }
-            stopped.signal()
-        }
-        while true {
-            condition.lock()
-            if !state.withLock({ $0.stopping }) {
-                _ = condition.wait(until: Date().addingTimeInterval(Double(interval.components.seconds)))
-            }
-            condition.unlock()
-            if state.withLock({ $0.stopping }) { return }
+        while state.wait(until: .now + interval, for: \.loop.mustWake, then: { $0.loop.takeWakeUp() }) {
             do {
                 _ = try sweep()
             } catch {
                 logger.warning("idempotency key sweep failed", metadata: ["error": "\(error)"])
             }
         }
+        state.withLockWakingAll { $0.loop.finish() }
     }
 
     /// Clears every key older than the window, app by app; returns how many.
@@ -85,7 +68,7 @@ public final class IdempotencyKeySweeper: Sendable {
         }
         var cleared = 0
         for app in apps {
-            if state.withLock({ $0.stopping }) { break }
+            if state.withLock({ $0.loop.phase == .stopping }) { break }
             while true {
                 let since = state.withLock { $0.sweptUntil[app] } ?? Date.distantPast
                 let cutoff = Date().addingTimeInterval(-Double(window.components.seconds))

@@ -1,4 +1,5 @@
 import Foundation
+import Locks
 import Synchronization
 
 /// Group commit for ingest: concurrent responses share one transaction.
@@ -20,8 +21,7 @@ import Synchronization
 /// stopped or unreachable) is answered ``IngestDeadlinePassed`` at once, taken out of the queue if no
 /// writer has it yet. One a writer already sent may still commit; the client's retry with the same
 /// key then finds it stored, so nothing is lost or doubled.
-public final class IngestBatcher: @unchecked Sendable {
-    // @unchecked: `queue`, `writing`, `stopping`, `running` and `busy` are only touched with `condition` locked.
+public final class IngestBatcher: Sendable {
     public typealias Completion = @Sendable (Result<IngestResult, any Error>) -> Void
     /// Told of every batch written: how many responses it held and how long writing it took.
     public typealias BatchObserver = @Sendable (_ size: Int, _ duration: Duration) -> Void
@@ -30,24 +30,28 @@ public final class IngestBatcher: @unchecked Sendable {
     let writers: Int
     let maxBatch: Int
     let observer: BatchObserver?
-    private let condition = NSCondition()
-    private var queue: [Waiting] = []
-    /// The batches writers are writing, by writer.
-    private var writing: [Int: [Waiting]] = [:]
     /// How long a request may wait for its answer; nil: as long as its transaction takes.
     let answerDeadline: Duration?
-    private var stopping = false
-    private var running = 0
-    private var busy = 0
     /// The responses that must be waiting for a writer to start while another is busy.
     let concurrentBatchMinimum: Int
-    private let stopped = DispatchSemaphore(value: 0)
-    /// Whether the deadline reaper sleeps with no deadline to wait for (a submit must wake it).
-    private var reaperIdle = false
-    /// The reaper's own wake-up: a `signal()` on `condition` meant for a writer must never be taken by
-    /// the reaper, or the writer would sleep on with the request unwritten.
-    private let reaperWake = NSCondition()
-    private var reaperWoken = false
+    /// What the writers share; only writers (and `stop()`, once stopping) wait on it, so a wake-up meant
+    /// for a writer is never taken by another thread.
+    private let state = Monitor(State())
+    /// The deadline reaper's own wake-up.
+    private let reaper = Monitor(LoopState())
+
+    private struct State {
+        var loop = LoopState()
+        var queue: [Waiting] = []
+        /// The batches writers are writing, by writer.
+        var writing: [Int: [Waiting]] = [:]
+        /// Writer threads not yet ended.
+        var running = 0
+        /// Writers writing a batch.
+        var busy = 0
+        /// Whether the deadline reaper sleeps with no deadline to wait for (a submit must wake it).
+        var reaperIdle = false
+    }
 
     /// Creates a batcher with `writers` threads and batches of at most `maxBatch` responses; a
     /// writer starts beside a busy one for `concurrentBatchMinimum` waiting responses (at most `maxBatch`).
@@ -66,22 +70,23 @@ public final class IngestBatcher: @unchecked Sendable {
 
     /// Starts the writer threads.
     public func start() {
-        condition.lock()
-        running = writers
-        condition.unlock()
+        state.withLock { state in
+            state.loop.start()
+            state.running = writers
+        }
         for index in 0..<writers {
             let thread = Thread { [self] in
                 writeLoop(index)
-                condition.lock()
-                running -= 1
-                let last = running == 0
-                condition.unlock()
-                if last { stopped.signal() }
+                state.withLockWakingAll { state in
+                    state.running -= 1
+                    if state.running == 0 { state.loop.finish() }
+                }
             }
             thread.name = "actionhook-ingest-\(index)"
             thread.start()
         }
         if answerDeadline != nil {
+            reaper.withLock { $0.start() }
             let thread = Thread { [self] in reapLoop() }
             thread.name = "actionhook-ingest-deadline"
             thread.start()
@@ -91,36 +96,25 @@ public final class IngestBatcher: @unchecked Sendable {
     /// Queues a response; `completion` runs on a writer thread once it is stored (or failed).
     public func submit(_ item: IngestItem, completion: @escaping Completion) {
         let waiting = Waiting(item, completion, deadline: answerDeadline.map { .now + $0 })
-        condition.lock()
-        let accepting = !stopping
-        var wakeReaper = false
-        if accepting {
-            queue.append(waiting)
-            condition.signal()
-            wakeReaper = reaperIdle && waiting.deadline != nil
-            if wakeReaper { reaperIdle = false }
+        let (accepting, wakeReaper) = state.withLockWakingOne { state -> (Bool, Bool) in
+            guard state.loop.isRunning else { return (false, false) }
+            state.queue.append(waiting)
+            let wakeReaper = state.reaperIdle && waiting.deadline != nil
+            if wakeReaper { state.reaperIdle = false }
+            return (true, wakeReaper)
         }
-        condition.unlock()
-        if wakeReaper { self.wakeReaper() }
+        if wakeReaper { reaper.withLockWakingAll { $0.wake() } }
         if !accepting { completion(.failure(IngestBatcherStopped())) }
     }
 
-    /// Writes what is queued, then stops the writer threads.
+    /// Writes what is queued, then stops the writer threads (and the reaper).
     public func stop() {
-        condition.lock()
-        let wasRunning = running > 0 && !stopping
-        stopping = true
-        condition.broadcast()
-        condition.unlock()
-        if wasRunning { stopped.wait() }
-        wakeReaper()
-    }
-
-    private func wakeReaper() {
-        reaperWake.lock()
-        reaperWoken = true
-        reaperWake.signal()
-        reaperWake.unlock()
+        if state.withLockWakingAll({ $0.loop.stop() }) {
+            state.wait(for: { $0.loop.phase == .stopped }, then: { _ in })
+        }
+        if reaper.withLockWakingAll({ $0.stop() }) {
+            reaper.wait(for: { $0.phase == .stopped }, then: { _ in })
+        }
     }
 
     private func writeLoop(_ index: Int) {
@@ -128,22 +122,26 @@ public final class IngestBatcher: @unchecked Sendable {
         // a busy writer only for enough responses.
         var continuing = false
         while true {
-            condition.lock()
-            while !stopping && (queue.isEmpty || (!continuing && busy > 0 && queue.count < concurrentBatchMinimum)) {
-                continuing = false
-                condition.wait()
-            }
-            if queue.isEmpty && stopping {
-                condition.unlock()
-                return
-            }
-            let batch = Array(queue.prefix(maxBatch))
-            queue.removeFirst(batch.count)
-            writing[index] = batch
-            busy += 1
+            let taken = state.wait(
+                for: { state in
+                    let ready = !state.loop.isRunning
+                        || (!state.queue.isEmpty
+                            && (continuing || state.busy == 0 || state.queue.count >= concurrentBatchMinimum))
+                    continuing = false
+                    return ready
+                },
+                then: { state -> (batch: [Waiting], more: Bool)? in
+                    // Stopping: what is queued is still written, then the writer ends.
+                    if state.queue.isEmpty { return nil }
+                    let batch = Array(state.queue.prefix(maxBatch))
+                    state.queue.removeFirst(batch.count)
+                    state.writing[index] = batch
+                    state.busy += 1
+                    return (batch, state.queue.count >= concurrentBatchMinimum)
+                })
+            guard let (batch, more) = taken else { return }
             // Enough others may have arrived meanwhile: let another writer take them.
-            if queue.count >= concurrentBatchMinimum { condition.signal() }
-            condition.unlock()
+            if more { state.wakeOne() }
 
             // What was answered while it waited (its deadline passed) is not written.
             let items = batch.filter { !$0.isAnswered }
@@ -154,11 +152,11 @@ public final class IngestBatcher: @unchecked Sendable {
                 for (waiting, result) in zip(items, results) { waiting.answer(result) }
             }
 
-            condition.lock()
-            writing[index] = nil
-            busy -= 1
+            state.withLock { state in
+                state.writing[index] = nil
+                state.busy -= 1
+            }
             continuing = true
-            condition.unlock()
         }
     }
 
@@ -168,40 +166,28 @@ public final class IngestBatcher: @unchecked Sendable {
     /// request with a deadline is submitted or the batcher stops. An idle service wakes it never.
     private func reapLoop() {
         while true {
-            condition.lock()
-            if stopping && running == 0 {
-                condition.unlock()
-                return
-            }
             let now = ContinuousClock.now
-            // Deadlines are submission time plus one fixed duration, so the queue is in deadline order.
-            var late = queue.prefix { $0.deadline.map { $0 <= now } ?? false }
-            queue.removeFirst(late.count)
-            var next = queue.lazy.compactMap(\.deadline).first
-            // One a writer has may still commit: only a client's own key lets its retry find it, so a
-            // request without one waits for its transaction instead of risking a second copy.
-            for batch in writing.values {
-                for waiting in batch where !waiting.isAnswered && waiting.item.keyFromClient {
-                    guard let due = waiting.deadline else { continue }
-                    if due <= now { late.append(waiting) } else { next = min(next ?? due, due) }
+            let (late, next) = state.withLock { state -> ([Waiting], ContinuousClock.Instant?) in
+                // Deadlines are submission time plus one fixed duration, so the queue is in deadline order.
+                var late = Array(state.queue.prefix { $0.deadline.map { $0 <= now } ?? false })
+                state.queue.removeFirst(late.count)
+                var next = state.queue.lazy.compactMap(\.deadline).first
+                // One a writer has may still commit: only a client's own key lets its retry find it, so a
+                // request without one waits for its transaction instead of risking a second copy.
+                for batch in state.writing.values {
+                    for waiting in batch where !waiting.isAnswered && waiting.item.keyFromClient {
+                        guard let due = waiting.deadline else { continue }
+                        if due <= now { late.append(waiting) } else { next = min(next ?? due, due) }
+                    }
                 }
+                state.reaperIdle = next == nil
+                return (late, next)
             }
-            reaperIdle = next == nil
-            condition.unlock()
             for waiting in late { waiting.answer(.failure(IngestDeadlinePassed())) }
-
-            reaperWake.lock()
-            if !reaperWoken {
-                if let next {
-                    let seconds = Double((next - now).components.seconds) + Double((next - now).components.attoseconds) / 1e18
-                    _ = reaperWake.wait(until: Date().addingTimeInterval(seconds))
-                } else {
-                    reaperWake.wait()
-                }
-            }
-            reaperWoken = false
-            reaperWake.unlock()
+            let running = reaper.wait(until: next, for: \.mustWake, then: { $0.takeWakeUp() })
+            if !running { break }
         }
+        reaper.withLockWakingAll { $0.finish() }
     }
 }
 

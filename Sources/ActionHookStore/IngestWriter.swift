@@ -135,7 +135,7 @@ struct PlannedResponse {
 /// follow-ups; any other answer to a notification cancels its pending snooze re-deliveries.
 /// Times come from the database clock (`now()` is the transaction's start).
 public struct IngestWriter: Sendable {
-    let pool: PostgresPool
+    let pool: Database
     /// How long an idempotency key is kept: a key first stored longer ago than this is a new request.
     let idempotencyWindow: Duration
 
@@ -144,7 +144,7 @@ public struct IngestWriter: Sendable {
 
     /// Creates the writer over a pool.
     public init(pool: PostgresPool, idempotencyWindow: Duration = IngestWriter.defaultIdempotencyWindow) {
-        self.pool = pool
+        self.pool = Database(pool)
         self.idempotencyWindow = idempotencyWindow
     }
 

@@ -2,59 +2,7 @@ import ActionHookCore
 import Foundation
 import Postgres
 
-/// A follow-up claimed by a worker for one attempt.
-public struct ClaimedFollowUp: Sendable {
-    /// The owning app.
-    public var appID: String
-    /// The follow-up id: the `webhook-id` and `apns-id`.
-    public var id: UUID
-    /// The attempt number this claim owns; every later write is fenced by it.
-    public var attempt: Int
-    /// `webhook` or `apns`.
-    public var channel: FollowUpChannel
-    /// The rendered delivery.
-    public var payload: JSONValue
-    /// How late the claim is: claim time minus due time, in seconds.
-    public var lateness: Double
-    /// When the follow-up was due for this attempt (recorded with the attempt).
-    public var dueAt: Date = Date(timeIntervalSince1970: 0)
-    /// A push to a device token APNs already reported dead: recorded as skipped, never sent.
-    public var deviceDead: Bool = false
-    /// Where the claimed row version is (its `ctid`, as text): the finish may reach the row by it. A
-    /// row changed since (by the sweep, an erasure, a `VACUUM FULL`) is not found there, which the
-    /// fence treats as a lost claim (the sweep hands it out again).
-    public var row: String = ""
-}
-
-/// How an attempt ended.
-public enum AttemptResult: Sendable, Equatable {
-    /// Delivered (2xx).
-    case delivered(httpStatus: Int)
-    /// Failed; retried after `retryAfterMilliseconds`, or dead when that is `nil`.
-    case failed(httpStatus: Int?, errorClass: String, retryAfterMilliseconds: Int?)
-    /// Not sent because the device token is known dead.
-    case skipped(reason: String)
-}
-
-/// An attempt that ended, to be recorded.
-public struct FinishedAttempt: Sendable {
-    /// The claim the attempt ran under.
-    public var claim: ClaimedFollowUp
-    /// How it ended.
-    public var result: AttemptResult
-    /// When it started.
-    public var startedAt: Date
-    /// How long the send took.
-    public var duration: Duration
-
-    /// Creates a finished attempt.
-    public init(claim: ClaimedFollowUp, result: AttemptResult, startedAt: Date, duration: Duration) {
-        self.claim = claim
-        self.result = result
-        self.startedAt = startedAt
-        self.duration = duration
-    }
-
+extension FinishedAttempt {
     /// The columns the result sets: the follow-up's new status and the attempt's row.
     var row: (status: String, retryAfterMilliseconds: Int?, httpStatus: Int?, errorClass: String?, attemptResult: String) {
         switch result {
@@ -70,12 +18,20 @@ public struct FinishedAttempt: Sendable {
 
 /// The outbox as the delivery worker sees it. Every write after a claim is fenced by
 /// `(id, attempt, status = 'running')`, so a worker whose lease was taken over changes nothing.
-public struct OutboxStore: Sendable {
-    let pool: PostgresPool
+public struct OutboxStore: Outbox {
+    let pool: Database
 
     /// Creates the store over a pool.
     public init(pool: PostgresPool) {
-        self.pool = pool
+        self.pool = Database(pool)
+    }
+
+    /// The delivery settings of an app, or `nil` when it was deleted.
+    public func deliverySettings(appID: String) throws -> DeliverySettings? {
+        try AppStore(pool: pool.pool).app(appID).map {
+            DeliverySettings(
+                webhook: $0.definition.webhook, apns: $0.definition.apns, webhookDisabled: $0.webhookDisabledAt != nil)
+        }
     }
 
     /// Claims up to `limit` due follow-ups (oldest due first) for `leaseSeconds`, skipping rows
@@ -94,7 +50,7 @@ public struct OutboxStore: Sendable {
         let rows: PostgresRows
         do {
             rows = try pool.pipelinedTransaction([Self.planSettings, statement])[1]
-        } catch let error as PostgresError where error.isConnectionError {
+        } catch StoreError.unavailable {
             rows = try pool.pipelinedTransaction([Self.planSettings, statement])[1]
         }
         return try rows.map { row in

@@ -36,11 +36,11 @@ public struct ResponseFilter: Sendable {
 
 /// Stored responses: the ingest transaction and the history.
 public struct ResponseStore: Sendable {
-    let pool: PostgresPool
+    let pool: Database
 
     /// Creates the store over a pool.
     public init(pool: PostgresPool) {
-        self.pool = pool
+        self.pool = Database(pool)
     }
 
     /// The history, newest first, one page at a time.

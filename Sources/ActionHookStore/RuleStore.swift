@@ -27,11 +27,11 @@ public struct StoredRule: Sendable {
 
 /// An app's rules.
 public struct RuleStore: Sendable {
-    let pool: PostgresPool
+    let pool: Database
 
     /// Creates the store over a pool.
     public init(pool: PostgresPool) {
-        self.pool = pool
+        self.pool = Database(pool)
     }
 
     /// Creates a rule; an existing id is ``StoreError/alreadyExists``.

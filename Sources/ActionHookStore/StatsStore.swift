@@ -53,14 +53,14 @@ public struct AppStats: Sendable {
 /// (`responses_history`, `followups_by_status`), so its cost follows the app's traffic in the window,
 /// never the table's size; the dead-letter count stops at a fixed limit.
 public struct StatsStore: Sendable {
-    let pool: PostgresPool
+    let pool: Database
 
     /// Dead follow-ups are counted up to this many; a larger backlog shows as this number.
     public static let deadLetterCountLimit = 10_000
 
     /// Creates the store over a pool.
     public init(pool: PostgresPool) {
-        self.pool = pool
+        self.pool = Database(pool)
     }
 
     /// The app's statistics for the window ending with the bucket that holds `now`.

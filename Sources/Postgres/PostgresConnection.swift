@@ -332,15 +332,17 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Waits up to `timeoutMilliseconds` for input and returns the notifications received.
     ///
     /// - Returns: The notifications, or `nil` when the connection is lost.
-    func waitForNotifications(timeoutMilliseconds: Int32) -> [PostgresNotification]? {
+    func waitForNotifications(timeoutMilliseconds: Int32, wake: WakeSignal? = nil) -> [PostgresNotification]? {
         var notifications = takeNotifications()
         guard notifications.isEmpty else { return notifications }
         let socket = PQsocket(handle)
         guard socket >= 0, PQstatus(handle) == CONNECTION_OK else { return nil }
-        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&descriptor, 1, timeoutMilliseconds)
+        var descriptors = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
+        if let wake { descriptors.append(pollfd(fd: wake.readDescriptor, events: Int16(POLLIN), revents: 0)) }
+        let ready = poll(&descriptors, nfds_t(descriptors.count), timeoutMilliseconds)
         if ready < 0 && errno != EINTR { return nil }
-        if ready > 0 {
+        if descriptors.count > 1 && descriptors[1].revents != 0 { wake?.drain() }
+        if ready > 0 && descriptors[0].revents != 0 {
             guard PQconsumeInput(handle) == 1 else { return nil }
         }
         notifications = takeNotifications()

@@ -1,4 +1,5 @@
 import Foundation
+import Locks
 import Logging
 
 /// A notification received through `LISTEN`.
@@ -22,14 +23,13 @@ public struct PostgresNotification: Sendable, Equatable {
 /// listening are lost: use it to reload whatever the notifications would have invalidated. It is
 /// also called when listening first succeeds after failed attempts. Both callbacks run on the
 /// listener's thread; keep them short.
-public final class PostgresListener: @unchecked Sendable {
-    // @unchecked Sendable: the mutable state (`state`, `thread`) is guarded by `condition`; the connection lives
-    // on the listener's thread alone.
-    private enum State {
-        case created, running, stopping, stopped
+public final class PostgresListener: Sendable {
+    /// The loop's phase, and which thread runs it (a stop from a callback must not wait for itself).
+    private struct State {
+        var loop = LoopState()
+        var thread: ObjectIdentifier?
     }
 
-    private static let pollMilliseconds: Int32 = 200
     private static let firstRetryDelay: TimeInterval = 0.1
     private static let longestRetryDelay: TimeInterval = 5
 
@@ -39,9 +39,9 @@ public final class PostgresListener: @unchecked Sendable {
     private let onNotification: @Sendable (PostgresNotification) -> Void
     private let onReconnect: @Sendable () -> Void
 
-    private let condition = NSCondition()
-    private var state = State.created
-    private var thread: Thread?
+    private let state = Monitor(State())
+    /// Wakes the thread from its wait on the connection when the listener stops.
+    private let wake = WakeSignal()
 
     /// Creates a listener; nothing happens until ``start()``.
     ///
@@ -80,49 +80,31 @@ public final class PostgresListener: @unchecked Sendable {
 
     /// Starts the listener's thread. Call it once, and call ``stop()`` when done.
     public func start() {
-        condition.lock()
-        precondition(state == .created, "a listener can be started only once")
-        state = .running
-        condition.unlock()
+        state.withLock { $0.loop.start() }
         // The thread keeps the listener alive until stop(), so dropping the last reference does not stop it.
         let thread = Thread { [self] in
-            self.run()
+            state.withLock { $0.thread = ObjectIdentifier(Thread.current) }
+            run()
+            state.withLockWakingAll { $0.loop.finish() }
         }
         thread.name = "PostgresListener"
-        condition.lock()
-        self.thread = thread
-        condition.unlock()
         thread.start()
     }
 
-    /// Stops listening and waits for the listener's thread to end, which takes at most a poll
-    /// interval (200 ms) plus any callback in progress or connection attempt under way.
+    /// Stops listening and waits for the listener's thread to end: at once when it waits for
+    /// notifications, after any callback in progress or connection attempt under way.
     ///
     /// Called from a callback, on the listener's own thread, it only asks the thread to end.
     public func stop() {
-        condition.lock()
-        defer { condition.unlock() }
-        switch state {
-        case .created:
-            state = .stopped
-            return
-        case .running:
-            state = .stopping
-            condition.broadcast()
-        case .stopping, .stopped:
-            break
-        }
+        let (mustWait, thread) = state.withLockWakingAll { ($0.loop.stop(), $0.thread) }
+        wake.signal()
         // Waiting on the listener's own thread would wait for ourselves.
-        if let thread, Thread.current === thread { return }
-        while state != .stopped {
-            condition.wait()
-        }
+        guard mustWait, thread != ObjectIdentifier(Thread.current) else { return }
+        state.wait(for: { $0.loop.phase == .stopped }, then: { _ in })
     }
 
     private var isRunning: Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return state == .running
+        state.withLock { $0.loop.isRunning }
     }
 
     private func run() {
@@ -150,7 +132,8 @@ public final class PostgresListener: @unchecked Sendable {
                 }
                 continue
             }
-            guard let notifications = listening.waitForNotifications(timeoutMilliseconds: Self.pollMilliseconds)
+            // No timeout: notifications or a stop (through `wake`) end the wait; an idle listener sleeps.
+            guard let notifications = listening.waitForNotifications(timeoutMilliseconds: -1, wake: wake)
             else {
                 logger?.warning("PostgreSQL listener lost its connection; reconnecting")
                 connection = nil
@@ -165,12 +148,6 @@ public final class PostgresListener: @unchecked Sendable {
         }
         // The connection is finished before stop() returns.
         connection = nil
-        condition.lock()
-        // The thread's closure holds the listener: drop the listener's hold on the thread, or neither is freed.
-        thread = nil
-        state = .stopped
-        condition.broadcast()
-        condition.unlock()
     }
 
     private func openAndListen() throws -> PostgresConnection {
@@ -183,11 +160,6 @@ public final class PostgresListener: @unchecked Sendable {
 
     /// Sleeps for `interval`, or less if stop() is called meanwhile.
     private func pause(_ interval: TimeInterval) {
-        let deadline = Date(timeIntervalSinceNow: interval)
-        condition.lock()
-        defer { condition.unlock() }
-        while state == .running {
-            if !condition.wait(until: deadline) { return }
-        }
+        state.wait(until: .now + .milliseconds(Int(interval * 1000)), for: { !$0.loop.isRunning }, then: { _ in })
     }
 }

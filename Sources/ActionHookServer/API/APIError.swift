@@ -2,7 +2,6 @@ import ActionHookCore
 import ActionHookStore
 import Logging
 import MicroHTTPD
-import Postgres
 
 /// An error that already knows its HTTP answer.
 struct APIError: Error {
@@ -57,6 +56,9 @@ struct ErrorMapper: Sendable {
             return .problem(
                 ProblemDetails(status: 400, title: "Bad Request", detail: "The cursor is not one this server issued."))
         case let error as StoreError:
+            if error == .unavailable {
+                logger.warning("database unavailable", metadata: ["request_id": "\(request.requestID)"])
+            }
             return .problem(problem(for: error), headers: headers(for: error))
         case is IngestBatcherStopped:
             return .problem(.unavailable("The server is shutting down; retry the request."), headers: ["Retry-After": "1"])
@@ -64,14 +66,6 @@ struct ErrorMapper: Sendable {
             logger.warning("database did not answer in time", metadata: ["request_id": "\(request.requestID)"])
             return .problem(
                 .unavailable("The database did not answer in time; retry with the same idempotency key."),
-                headers: ["Retry-After": "1"])
-        case let error as PostgresError
-        where error.isConnectionError || error.kind == .poolTimeout || error.kind == .timedOut
-            || error.sqlState == "57014":
-            logger.warning(
-                "database unavailable", metadata: ["error": "\(error)", "request_id": "\(request.requestID)"])
-            return .problem(
-                .unavailable("The database is unavailable; retry with the same idempotency key."),
                 headers: ["Retry-After": "1"])
         default:
             logger.error(
@@ -83,7 +77,7 @@ struct ErrorMapper: Sendable {
     func headers(for error: StoreError) -> HTTPHeaders {
         switch error {
         case .appDeleted: return APIError.unauthorized.headers
-        case .appBeingDeleted: return ["Retry-After": "1"]
+        case .appBeingDeleted, .unavailable: return ["Retry-After": "1"]
         default: return HTTPHeaders()
         }
     }
@@ -112,6 +106,8 @@ struct ErrorMapper: Sendable {
             return APIError.unauthorized.problem
         case .appBeingDeleted:
             return .unavailable("The app is being changed; retry the request.")
+        case .unavailable:
+            return .unavailable("The database is unavailable; retry with the same idempotency key.")
         }
     }
 }

@@ -1,5 +1,9 @@
-/// Failures the store reports for the HTTP layer to map to statuses.
+/// Failures the store reports, for the HTTP layer to map to statuses and for the delivery worker to act
+/// on: the ports' error, so that neither reads a database's error codes.
 public enum StoreError: Error, Sendable, Equatable {
+    /// The database did not answer in time or could not be reached (a lost connection, a timeout, no
+    /// free connection in time, a statement cancelled at its timeout). Trying again later may succeed.
+    case unavailable
     /// The object does not exist (or belongs to another app).
     case notFound
     /// An object with this id already exists.

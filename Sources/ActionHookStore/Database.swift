@@ -1,0 +1,61 @@
+import ActionHookCore
+import Postgres
+
+extension StoreError {
+    /// Runs `body`; a failure that means the database is away (a lost connection, a timeout, no free
+    /// connection in time, a statement cancelled at its timeout) is thrown as ``StoreError/unavailable``,
+    /// so that the HTTP mapping and the delivery worker act on it without reading database error codes.
+    /// Other failures pass as they are.
+    static func translatingUnavailable<Result>(_ body: () throws -> Result) throws -> Result {
+        do {
+            return try body()
+        } catch let error as PostgresError where error.meansUnavailable {
+            throw StoreError.unavailable
+        }
+    }
+}
+
+extension PostgresError {
+    /// Whether the database did not answer in time or could not be reached: trying again later may succeed.
+    var meansUnavailable: Bool {
+        isConnectionError || kind == .poolTimeout || kind == .timedOut || sqlState == Self.queryCanceled
+    }
+
+    /// SQLSTATE 57014, `query_canceled`: a statement stopped at `statement_timeout`.
+    static let queryCanceled = "57014"
+}
+
+/// The pool as the stores use it: the same calls, with the database being away reported as
+/// ``StoreError/unavailable`` (see ``StoreError/translatingUnavailable(_:)``).
+struct Database: Sendable {
+    /// The pool underneath.
+    let pool: PostgresPool
+
+    init(_ pool: PostgresPool) {
+        self.pool = pool
+    }
+
+    /// ``PostgresPool/withConnection(_:)``.
+    @discardableResult
+    func withConnection<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        try StoreError.translatingUnavailable { try pool.withConnection(body) }
+    }
+
+    /// ``PostgresPool/transaction(_:)``.
+    @discardableResult
+    func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        try StoreError.translatingUnavailable { try pool.transaction(body) }
+    }
+
+    /// ``PostgresPool/pipelinedTransaction(_:)``.
+    func pipelinedTransaction(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
+        try StoreError.translatingUnavailable { try pool.pipelinedTransaction(queries) }
+    }
+
+    /// ``PostgresPool/pipelinedTransaction(_:)``, with reads before the writes.
+    func pipelinedTransaction<T>(
+        _ body: (_ send: ([PostgresQuery]) throws -> [PostgresRows]) throws -> (value: T, commitWith: [PostgresQuery])
+    ) throws -> T {
+        try StoreError.translatingUnavailable { try pool.pipelinedTransaction(body) }
+    }
+}
