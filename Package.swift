@@ -75,6 +75,7 @@ let package = Package(
         .target(
             name: "ActionHookStore",
             dependencies: [
+                "Locks",
                 "Postgres",
                 "ActionHookCore",
                 "ActionHookSchema",

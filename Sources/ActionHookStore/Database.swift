@@ -59,3 +59,47 @@ struct Database: Sendable {
         try StoreError.translatingUnavailable { try pool.pipelinedTransaction(body) }
     }
 }
+
+extension Database {
+    /// Runs `query` in a transaction of one round trip after `settings` (`SET LOCAL`-style
+    /// `set_config` calls that pin its plan), and returns the query's rows.
+    func pinned(_ settings: PostgresQuery, _ query: PostgresQuery) throws -> PostgresRows {
+        let rows = try pipelinedTransaction([settings, query])
+        return rows[rows.count - 1]
+    }
+}
+
+/// Statements sent together as one pipeline, each read back by the name its `add` gave it, so that
+/// code reading the results never counts positions.
+struct PipelinedReads {
+    /// The statements, in the order they run.
+    private(set) var queries: [PostgresQuery] = []
+
+    /// Where one statement's rows will be.
+    struct Read {
+        fileprivate let index: Int
+    }
+
+    /// Adds a statement; its rows are `results[read]`.
+    mutating func add(_ query: PostgresQuery) -> Read {
+        queries.append(query)
+        return Read(index: queries.count - 1)
+    }
+
+    /// The rows of every statement, read by name.
+    struct Results {
+        let rows: [PostgresRows]
+
+        subscript(read: Read) -> PostgresRows { rows[read.index] }
+    }
+}
+
+/// A name within an app (an idempotency key, a notification id), as a set and dictionary key.
+struct AppScoped: Hashable {
+    var appID: String
+    var name: String
+
+    /// The text whose hash names the advisory lock of this (app, key): the two joined by U+001F, which
+    /// is in neither.
+    var lockText: String { appID + "\u{1F}" + name }
+}

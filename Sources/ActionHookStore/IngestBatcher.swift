@@ -1,3 +1,4 @@
+import ActionHookCore
 import Foundation
 import Locks
 import Synchronization

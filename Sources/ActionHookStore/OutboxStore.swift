@@ -1,5 +1,6 @@
 import ActionHookCore
 import Foundation
+import Locks
 import Postgres
 
 extension FinishedAttempt {
@@ -20,6 +21,10 @@ extension FinishedAttempt {
 /// `(id, attempt, status = 'running')`, so a worker whose lease was taken over changes nothing.
 public struct OutboxStore: Outbox {
     let pool: Database
+    /// Claims whose answer never came (the database was away): each claim's token, with when the lease
+    /// it asked for ends. Every later claim gives back the rows they took, if they did commit, until
+    /// then; past it the lease sweep returns them anyway.
+    private let lostClaims = Locked<[(token: UUID, until: ContinuousClock.Instant)]>([])
 
     /// Creates the store over a pool.
     public init(pool: PostgresPool) {
@@ -42,16 +47,36 @@ public struct OutboxStore: Outbox {
     /// new install, a burst of ingest before autovacuum), a plan may scan the whole table per claim.
     ///
     /// One round trip: `BEGIN`, the settings, the claim and `COMMIT` go out as one pipeline, and each
-    /// push comes back with whether its device token is known dead. A connection lost on the way is
-    /// tried once more on another connection: rows a lost answer had claimed stay leased to nobody and
-    /// the lease sweep returns them, so nothing is sent twice within an attempt and nothing is lost.
+    /// push comes back with whether its device token is known dead. A claim whose answer is lost (the
+    /// connection dropped, or the database did not answer in time) may still commit once the database
+    /// answers: its token is kept, and each later claim first gives back whatever running rows carry a
+    /// lost token, so they are due again at once rather than after their lease. Nothing is sent twice
+    /// within an attempt (the rows given back were never sent) and nothing is lost.
+    /// A claim that fails is tried once more at once (a pooled connection may have died while idle).
     public func claim(limit: Int, leaseSeconds: Int) throws -> [ClaimedFollowUp] {
-        let statement = Self.claimBatch(limit: limit, leaseSeconds: leaseSeconds)
+        func attempt() throws -> PostgresRows {
+            let now = ContinuousClock.now
+            let lost = lostClaims.withLock { claims in
+                claims.removeAll { $0.until <= now }
+                return claims.map(\.token)
+            }
+            let token = UUID()
+            var statements = [Self.planSettings]
+            if !lost.isEmpty { statements.append(Self.releaseLostClaims(lost)) }
+            statements.append(Self.claimBatch(limit: limit, leaseSeconds: leaseSeconds, token: token))
+            do {
+                // Lost tokens are kept until their lease ends: a lost claim may commit after this release ran.
+                return try pool.pipelinedTransaction(statements)[statements.count - 1]
+            } catch StoreError.unavailable {
+                lostClaims.withLock { $0.append((token, now + .seconds(leaseSeconds))) }
+                throw StoreError.unavailable
+            }
+        }
         let rows: PostgresRows
         do {
-            rows = try pool.pipelinedTransaction([Self.planSettings, statement])[1]
+            rows = try attempt()
         } catch StoreError.unavailable {
-            rows = try pool.pipelinedTransaction([Self.planSettings, statement])[1]
+            rows = try attempt()
         }
         return try rows.map { row in
             ClaimedFollowUp(
@@ -67,7 +92,7 @@ public struct OutboxStore: Outbox {
     // pattern): joined back by (app_id, id) instead, a generic plan made while the table looked empty
     // went through `followups_by_status` and read every entry of the app for each row (0.5 ms a row
     // at 20,000 queued).
-    static func claimBatch(limit: Int, leaseSeconds: Int) -> PostgresQuery {
+    static func claimBatch(limit: Int, leaseSeconds: Int, token: UUID) -> PostgresQuery {
         (
             """
             WITH due AS (
@@ -79,7 +104,7 @@ public struct OutboxStore: Outbox {
             )
             UPDATE followups f
             SET status = 'running', attempt = f.attempt + 1,
-                lease_until = now() + make_interval(secs => \(leaseSeconds)), updated_at = now()
+                lease_until = now() + make_interval(secs => \(leaseSeconds)), lease_token = \(token), updated_at = now()
             FROM due
             WHERE f.ctid = due.row
             RETURNING f.app_id, f.id, f.attempt, f.channel, f.payload, f.ctid::text AS row, f.due_at,
@@ -90,6 +115,16 @@ public struct OutboxStore: Outbox {
                 ) AS device_dead
             """ as PostgresQuery
         ).prepared
+    }
+
+    /// Gives back the running rows of claims whose answer was lost, due again at once, as a release
+    /// does: they were never sent. Reached through the lease index (running rows only).
+    static func releaseLostClaims(_ tokens: [UUID]) -> PostgresQuery {
+        """
+        UPDATE followups SET status = 'retrying', lease_until = NULL, lease_token = NULL, due_at = now(),
+            updated_at = now()
+        WHERE status = 'running' AND lease_until IS NOT NULL AND lease_token = ANY(\(tokens)::uuid[])
+        """
     }
 
     /// Records an attempt's end, fenced by its attempt number. Returns `false` when the claim was
@@ -132,13 +167,13 @@ public struct OutboxStore: Outbox {
                 Int(attempt.duration.components.seconds * 1000
                     + attempt.duration.components.attoseconds / 1_000_000_000_000_000))
         }
-        let rows = try pool.pipelinedTransaction([
+        let rows = try pool.pinned(
             Self.planSettings,
             Self.finishBatch(
                 apps: apps, ids: ids, rows: rowIDs, attempts: numbers, statuses: statuses, errors: errors,
                 retries: retries, httpStatuses: httpStatuses, results: results, started: started,
-                durations: durations, due: due),
-        ])[1]
+                durations: durations, due: due)
+        )
         return Set(try rows.map { try $0.decode("id", as: UUID.self) })
     }
 
@@ -215,7 +250,7 @@ public struct OutboxStore: Outbox {
     /// the claim's settings (by the lease index), as are the two reads below (by the due index).
     @discardableResult
     public func sweepExpiredLeases() throws -> Int {
-        let rows = try pool.pipelinedTransaction([
+        let rows = try pool.pinned(
             Self.planSettings,
             """
             WITH swept AS (
@@ -225,8 +260,8 @@ public struct OutboxStore: Outbox {
                 RETURNING 1
             )
             SELECT count(*) AS swept FROM swept
-            """,
-        ])[1]
+            """
+        )
         return try rows[0].decode("swept")
     }
 
@@ -236,25 +271,25 @@ public struct OutboxStore: Outbox {
     /// `greatest(0, NULL)` is 0 and an empty outbox would read as "due now" (the worker then looked
     /// again every millisecond while idle).
     public func secondsUntilNextDue() throws -> Double? {
-        let rows = try pool.pipelinedTransaction([
+        let rows = try pool.pinned(
             Self.planSettings,
             """
             SELECT extract(epoch FROM min(due_at) - now())::float8 AS wait
             FROM followups WHERE status IN ('pending', 'retrying')
-            """,
-        ])[1]
+            """
+        )
         return try rows[0].decode("wait", as: Double?.self).map { max(0, $0) }
     }
 
     /// Queue depth and the age in seconds of the oldest due follow-up (0 when none is due).
     public func queueStatistics() throws -> (due: Int, oldestDueAge: Double) {
-        let rows = try pool.pipelinedTransaction([
+        let rows = try pool.pinned(
             Self.planSettings,
             """
             SELECT count(*) AS due, coalesce(extract(epoch FROM now() - min(due_at)), 0)::float8 AS age
             FROM followups WHERE status IN ('pending', 'retrying') AND due_at <= now()
-            """,
-        ])[1]
+            """
+        )
         return (try rows[0].decode("due"), try rows[0].decode("age"))
     }
 

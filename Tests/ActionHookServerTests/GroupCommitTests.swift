@@ -205,13 +205,13 @@ struct GroupCommitTests {
         let api = try TestAPI()
         _ = try api.createApp("plan-app")
         let lookups: [(query: PostgresQuery, arguments: String, index: String)] = [
-            (IngestWriter.existingApps(["plan-app"]), "'{plan-app}'", "apps_pkey"),
+            (IngestStatements.existingApps(["plan-app"]), "'{plan-app}'", "apps_pkey"),
             (
-                IngestWriter.snoozeCounts(apps: ["plan-app"], notifications: ["n-7"]), "'{plan-app}', '{n-7}'",
+                IngestStatements.snoozeCounts([AppScoped(appID: "plan-app", name: "n-7")]), "'{plan-app}', '{n-7}'",
                 "responses_snoozes"
             ),
             (
-                IngestWriter.pendingSnoozes(apps: ["plan-app"], notifications: ["n-7"]), "'{plan-app}', '{n-7}'",
+                IngestStatements.pendingSnoozes([AppScoped(appID: "plan-app", name: "n-7")]), "'{plan-app}', '{n-7}'",
                 "followups_snoozes"
             ),
         ]
@@ -257,7 +257,7 @@ struct GroupCommitTests {
         // Each lookup's plan is made and cached while the tables are empty.
         let connection = try PostgresConnection(configuration: api.database.configuration)
         try connection.execute("BEGIN")
-        _ = try connection.query(IngestWriter.planSettings)
+        _ = try connection.query(IngestStatements.planSettings)
         for (index, lookup) in lookups.enumerated() {
             try connection.execute(PostgresQuery(unsafeSQL: "PREPARE lookup_\(index) AS \(lookup.query.sql)"))
             _ = try plan(connection, index)
@@ -423,7 +423,7 @@ struct GroupCommitTests {
             return
         }
         #expect(replayed == stopAnswer)
-        #expect(snooze.value(atPath: "outcome")?.stringValue == "snoozed")
+        #expect(snooze.outcome == .snoozed)
         let statuses = try snoozeStatuses(api)
         #expect(statuses == ["s1=pending", "s2=pending"])
         #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'retry-app'") == 3)

@@ -6,7 +6,8 @@ import TestSupport
 /// An idle service costs nothing (quality P8): with nothing due, its loops sleep until the next due
 /// time, the poll interval or a notification. Asserted as counts the service recorded over a stretch
 /// of idleness, bounded by that stretch's length (however long a busy machine makes it), never as
-/// wall-clock gaps.
+/// wall-clock gaps. Each runs in a database of its own: notifications are per database, and other
+/// tests' new follow-ups would wake its worker in the shared one.
 @Suite("An idle service sleeps (P8)", .serialized)
 struct IdleTests {
     /// The worker's looks at the queue, as counted in its metrics.
@@ -29,7 +30,7 @@ struct IdleTests {
 
     @Test("with an empty outbox the worker claims at most once per poll interval")
     func emptyOutbox() async throws {
-        let api = try TestAPI(configure: Hooks.worker)
+        let api = try TestAPI(ownDatabase: true, configure: Hooks.worker)
         _ = try Hooks.createApp(api, "idle", url: "http://127.0.0.1:9/", secret: Hooks.newSecret())
         // The worker has started and looked at least once.
         #expect(try await Hooks.poll(timeout: .seconds(30)) { Self.claims(api) >= 1 })
@@ -40,7 +41,7 @@ struct IdleTests {
 
     @Test("with a follow-up due in an hour the worker still claims at most once per poll interval")
     func followUpDueLater() async throws {
-        let api = try TestAPI(configure: Hooks.worker)
+        let api = try TestAPI(ownDatabase: true, configure: Hooks.worker)
         _ = try Hooks.createApp(api, "later", url: "http://127.0.0.1:9/", secret: Hooks.newSecret())
         let ids = try Hooks.insertDueWebhooks(api, app: "later", count: 1, dueInSeconds: 3600) { _ in nil }
         #expect(try await Hooks.poll(timeout: .seconds(30)) { Self.claims(api) >= 1 })

@@ -9,9 +9,10 @@ final class TestAPI: Sendable {
     let service: ActionHookService
     let pool: PostgresPool
 
-    /// Starts a migrated service on port 0 over a fresh schema.
-    init(configure: (inout Configuration) -> Void = { _ in }) throws {
-        database = try TestDatabase.create()
+    /// Starts a migrated service on port 0 over a fresh schema (in a database of its own with
+    /// `ownDatabase`, where no other test's notifications reach it).
+    init(ownDatabase: Bool = false, configure: (inout Configuration) -> Void = { _ in }) throws {
+        database = try ownDatabase ? TestDatabase.createInOwnDatabase() : TestDatabase.create()
         service = TestService.make(database: database, configure: configure)
         try service.start()
         pool = PostgresPool(configuration: database.configuration, size: 2)

@@ -26,6 +26,8 @@ public final class TestDatabase: Sendable {
     public let connectionString: String
 
     private let baseConnectionString: String
+    /// The database made for this test alone (see ``createInOwnDatabase()``), dropped with it.
+    private let ownDatabase: (name: String, server: String)?
 
     /// A configuration using ``connectionString``.
     public var configuration: PostgresConfiguration {
@@ -54,10 +56,33 @@ public final class TestDatabase: Sendable {
         return TestDatabase(schema: schema, base: base)
     }
 
-    private init(schema: String, base: String) {
+    /// Creates a fresh schema in a database of its own on the server named by
+    /// `ACTIONHOOK_TEST_DATABASE_URL`: for tests that count what reaches the database or the listener
+    /// (notifications are per database, so other tests' would reach it in the shared one).
+    public static func createInOwnDatabase() throws -> TestDatabase {
+        guard let server = ProcessInfo.processInfo.environment[environmentVariable], !server.isEmpty else {
+            throw NotConfigured()
+        }
+        var generator = SystemRandomNumberGenerator()
+        let name = "d_" + String(format: "%016llx", generator.next() as UInt64)
+        let connection = try PostgresConnection(configuration: PostgresConfiguration(connectionString: server))
+        try connection.execute(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        // A later keyword wins in both forms: a URI's query parameter, a conninfo's keyword.
+        let base =
+            server.hasPrefix("postgresql://") || server.hasPrefix("postgres://")
+            ? server + (server.contains("?") ? "&" : "?") + "dbname=" + name
+            : server + " dbname=" + name
+        let schema = "t_" + String(format: "%016llx", generator.next() as UInt64)
+        let inDatabase = try PostgresConnection(configuration: PostgresConfiguration(connectionString: base))
+        try inDatabase.execute(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)"))
+        return TestDatabase(schema: schema, base: base, ownDatabase: (name, server))
+    }
+
+    private init(schema: String, base: String, ownDatabase: (name: String, server: String)? = nil) {
         self.schema = schema
         self.baseConnectionString = base
         self.connectionString = Self.connectionString(base, searchPath: schema)
+        self.ownDatabase = ownDatabase
     }
 
     /// Drops the schema and everything in it; calling it again does nothing.
@@ -69,6 +94,11 @@ public final class TestDatabase: Sendable {
             )
         else { return }
         _ = try? connection.execute(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(schema) CASCADE"))
+        if let ownDatabase,
+            let server = try? PostgresConnection(configuration: PostgresConfiguration(connectionString: ownDatabase.server))
+        {
+            _ = try? server.execute(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(ownDatabase.name) WITH (FORCE)"))
+        }
     }
 
     /// Adds `options=-csearch_path=<schema>` to a URI or to a conninfo string.

@@ -37,6 +37,15 @@ struct APIError: Error {
     }
 }
 
+/// A reply that came too late: it was stored as `expired` and did not act. Answered `410 Gone`, first
+/// and on every replay.
+struct ReplyExpired: Error {
+    /// The stored answer, whose members (id, rule, limit, age) the problem carries.
+    let answer: StoredAnswer
+    /// Whether this is a replay of the stored answer.
+    let replayed: Bool
+}
+
 /// Turns any error into its problem+json answer: the one place where errors meet statuses.
 struct ErrorMapper: Sendable {
     let logger: Logger
@@ -45,6 +54,8 @@ struct ErrorMapper: Sendable {
         switch error {
         case let error as APIError:
             return .problem(error.problem, headers: error.headers)
+        case let expired as ReplyExpired:
+            return Self.response(for: expired)
         case let failure as ValidationFailure:
             return .problem(
                 ProblemDetails(
@@ -72,6 +83,25 @@ struct ErrorMapper: Sendable {
                 "request failed", metadata: ["error": "\(error)", "request_id": "\(request.requestID)"])
             return .problem(.internalError)
         }
+    }
+
+    /// The `410 Gone` a late reply gets: problem+json with the stored response's id, the limit and the
+    /// reply's age.
+    static func response(for expired: ReplyExpired) -> HTTPResponse {
+        let stored = expired.answer.body.objectValue ?? JSONObject()
+        var problem: JSONObject = [
+            "type": .string("https://actionhook.dev/problems/reply-expired"),
+            "title": .string("Reply expired"),
+            "status": .integer(410),
+            "detail": .string(
+                "The reply is older than its category's or rule's age limit: it was stored as expired and did not act."),
+        ]
+        for member in ["id", "ruleId", "maxReplyAgeSeconds", "ageSeconds"] {
+            if let value = stored[member] { problem[member] = value }
+        }
+        var headers: HTTPHeaders = ["Content-Type": "application/problem+json"]
+        if expired.replayed { headers.set("Idempotent-Replayed", "true") }
+        return HTTPResponse(status: 410, headers: headers, body: JSONValue.object(problem).jsonBytes)
     }
 
     func headers(for error: StoreError) -> HTTPHeaders {

@@ -31,15 +31,19 @@ extension APIContext {
         }
         batcher.submit(item) { [self, errors, metrics] result in
             switch result {
-            case .success(.created(let answer)) where Self.isExpired(answer):
-                metrics.replyExpired(appID: item.appID, category: knownCategory(item))
-                respond(Self.expiredAnswer(answer))
-            case .success(.created(let answer)):
-                respond(.json(202, answer))
-            case .success(.replayed(let answer)) where Self.isExpired(answer):
-                respond(Self.expiredAnswer(answer, headers: ["Idempotent-Replayed": "true"]))
-            case .success(.replayed(let answer)):
-                respond(.json(200, answer, headers: ["Idempotent-Replayed": "true"]))
+            case .success(let stored):
+                let replayed: Bool
+                if case .replayed = stored { replayed = true } else { replayed = false }
+                switch stored.answer.outcome {
+                case .expired:
+                    if !replayed { metrics.replyExpired(appID: item.appID, category: knownCategory(item)) }
+                    respond(errors.response(for: ReplyExpired(answer: stored.answer, replayed: replayed), request: request))
+                default:
+                    respond(
+                        replayed
+                            ? .json(200, stored.answer.body, headers: ["Idempotent-Replayed": "true"])
+                            : .json(202, stored.answer.body))
+                }
             case .failure(let error):
                 respond(errors.response(for: error, request: request))
             }
@@ -53,30 +57,6 @@ extension APIContext {
             (try? ruleSet(appID: item.appID).categories[category]) != nil
         else { return "other" }
         return category
-    }
-
-    /// Whether a stored answer is that of a reply that came too late (outcome `expired`).
-    static func isExpired(_ answer: JSONValue) -> Bool {
-        answer.objectValue?["outcome"]?.stringValue == Outcome.expired.rawValue
-    }
-
-    /// The `410 Gone` a late reply gets, first and on every replay: problem+json with the stored
-    /// response's id, the limit and the reply's age.
-    static func expiredAnswer(_ answer: JSONValue, headers: HTTPHeaders = HTTPHeaders()) -> HTTPResponse {
-        let stored = answer.objectValue ?? JSONObject()
-        var problem: JSONObject = [
-            "type": .string("https://actionhook.dev/problems/reply-expired"),
-            "title": .string("Reply expired"),
-            "status": .integer(410),
-            "detail": .string(
-                "The reply is older than its category's or rule's age limit: it was stored as expired and did not act."),
-        ]
-        for member in ["id", "ruleId", "maxReplyAgeSeconds", "ageSeconds"] {
-            if let value = stored[member] { problem[member] = value }
-        }
-        var headers = headers
-        headers.set("Content-Type", "application/problem+json")
-        return HTTPResponse(status: 410, headers: headers, body: JSONValue.object(problem).jsonBytes)
     }
 
     /// Everything ingest decides before the database: key, body, limits, rules.
@@ -93,32 +73,12 @@ extension APIContext {
         return item
     }
 
-    /// The first matching rule, the subject and the age limit; handler checks (a comment's text), a
-    /// `respondedAt` in the future and a missing one that the age limit requires throw 422.
+    /// The first matching rule, the subject and the age limit (``IngestDecision/decide``), with the
+    /// app's cached rules.
     func decide(_ response: NotificationResponse, appID: String, now: Date = Date()) throws -> IngestDecision {
         let set = try ruleSet(appID: appID)
-        let category = response.categoryIdentifier.flatMap { set.categories[$0] }
-        if let respondedAt = response.respondedAt,
-            respondedAt.timeIntervalSince(now) > Double(clockSkewSeconds)
-        {
-            throw ValidationFailure.invalid([
-                FieldError(
-                    pointer: "/respondedAt",
-                    detail: "must not be later than the server's clock by more than \(clockSkewSeconds) seconds")
-            ])
-        }
-        let rule = RuleEngine.firstMatch(for: response, in: set.rules)
-        let ageLimit = ReplyAgeLimit.resolve(rule: rule, category: category)
-        if ageLimit.requireRespondedAt && response.respondedAt == nil {
-            throw ValidationFailure.invalid([
-                FieldError(
-                    pointer: "/respondedAt",
-                    detail: "is required: replies to this category or rule have an age limit, judged from respondedAt")
-            ])
-        }
-        if let rule { try RuleEngine.check(rule.handler, response: response) }
-        return IngestDecision(
-            rule: rule, subject: RuleEngine.subject(of: response, category: category), ageLimit: ageLimit)
+        return try IngestDecision.decide(
+            response, rules: set.rules, categories: set.categories, now: now, clockSkewSeconds: clockSkewSeconds)
     }
 
     /// The `Idempotency-Key` header, else the body's `responseId`, else a fresh key (no deduplication).

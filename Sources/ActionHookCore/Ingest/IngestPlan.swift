@@ -1,0 +1,193 @@
+import Foundation
+
+/// What ingest decided before touching the database: the matched rule and the subject.
+public struct IngestDecision: Sendable {
+    /// The first matching rule, or `nil` (outcome `unmatched`).
+    public var rule: Rule?
+    /// The subject read from `userInfo` through the category's `subjectKey`.
+    public var subject: String?
+    /// The reply's age limit (the category's, or the rule's in its place).
+    public var ageLimit: ReplyAgeLimit
+
+    /// Creates a decision.
+    public init(rule: Rule?, subject: String?, ageLimit: ReplyAgeLimit = ReplyAgeLimit()) {
+        self.rule = rule
+        self.subject = subject
+        self.ageLimit = ageLimit
+    }
+
+    /// Decides for `response` with the app's rules and categories, at `now` on the server's clock: the
+    /// first matching rule, the subject and the age limit. Handler checks (a comment's text), a
+    /// `respondedAt` later than `now` by more than `clockSkewSeconds`, and a missing one that the age
+    /// limit requires throw ``ValidationFailure``.
+    public static func decide(
+        _ response: NotificationResponse, rules: [Rule], categories: [String: NotificationCategory], now: Date,
+        clockSkewSeconds: Int
+    ) throws(ValidationFailure) -> IngestDecision {
+        let category = response.categoryIdentifier.flatMap { categories[$0] }
+        if let respondedAt = response.respondedAt, respondedAt.timeIntervalSince(now) > Double(clockSkewSeconds) {
+            throw .invalid([
+                FieldError(
+                    pointer: "/respondedAt",
+                    detail: "must not be later than the server's clock by more than \(clockSkewSeconds) seconds")
+            ])
+        }
+        let rule = RuleEngine.firstMatch(for: response, in: rules)
+        let ageLimit = ReplyAgeLimit.resolve(rule: rule, category: category)
+        if ageLimit.requireRespondedAt && response.respondedAt == nil {
+            throw .invalid([
+                FieldError(
+                    pointer: "/respondedAt",
+                    detail: "is required: replies to this category or rule have an age limit, judged from respondedAt")
+            ])
+        }
+        if let rule { try RuleEngine.check(rule.handler, response: response) }
+        return IngestDecision(
+            rule: rule, subject: RuleEngine.subject(of: response, category: category), ageLimit: ageLimit)
+    }
+
+    /// Whether the reply snoozes: its snoozes of the notification are counted before it is planned.
+    public var snoozes: Bool {
+        if case .snooze? = rule?.handler { return true }
+        return false
+    }
+}
+
+/// One response to store: who sent it, under which idempotency key, and what was decided for it.
+public struct IngestItem: Sendable {
+    /// The app the ingest key belongs to.
+    public var appID: String
+    /// The idempotency key.
+    public var idempotencyKey: String
+    /// The normalised response.
+    public var response: NotificationResponse
+    /// The matched rule and subject.
+    public var decision: IngestDecision
+    /// Whether the client sent the idempotency key (header or `responseId`); a key the server made up
+    /// cannot find a retry's earlier write.
+    public var keyFromClient = true
+    /// The normalised request's hash, which tells a replay from another body under the same key.
+    public let requestHash: [UInt8]
+
+    /// Creates an item.
+    public init(appID: String, idempotencyKey: String, response: NotificationResponse, decision: IngestDecision) {
+        self.appID = appID
+        self.idempotencyKey = idempotencyKey
+        self.response = response
+        self.decision = decision
+        requestHash = response.requestHash
+    }
+}
+
+/// What a stored response answers: its outcome, typed, and the answer's body as it was stored (a
+/// replay gives back exactly the first answer).
+public struct StoredAnswer: Sendable, Equatable {
+    /// The response's outcome.
+    public var outcome: Outcome
+    /// The answer's body: the 202's, or the members of the 410's problem for an expired reply.
+    public var body: JSONValue
+
+    /// Creates an answer.
+    public init(outcome: Outcome, body: JSONValue) {
+        self.outcome = outcome
+        self.body = body
+    }
+}
+
+/// The result of an ingest: the stored answer, new or replayed.
+public enum IngestResult: Sendable, Equatable {
+    /// The response was stored now.
+    case created(StoredAnswer)
+    /// The same key and body were stored before; the answer is the one given then.
+    case replayed(StoredAnswer)
+
+    /// The answer, new or replayed.
+    public var answer: StoredAnswer {
+        switch self {
+        case .created(let answer), .replayed(let answer): answer
+        }
+    }
+}
+
+/// The rows a new response produces, planned before writing: the domain's whole decision for one
+/// reply, from the decision, the database's clock and how often its notification was snoozed before.
+public struct IngestPlan: Sendable {
+    /// A follow-up to write, with its id and due time.
+    public struct FollowUp: Sendable {
+        /// The follow-up's id (the `webhook-id` / `apns-id`).
+        public var id: UUID
+        /// What to deliver.
+        public var planned: PlannedFollowUp
+        /// When.
+        public var dueAt: Date
+        /// Whether it re-delivers a snoozed notification (cancelled by a later answer to it).
+        public var isSnooze: Bool { planned.ordinal < 0 }
+    }
+
+    /// The new response's id.
+    public var responseID: UUID
+    /// What the reply did.
+    public var outcome: Outcome
+    /// The follow-ups to write.
+    public var followUps: [FollowUp]
+    /// The answer, as stored and replayed.
+    public var answer: StoredAnswer
+
+    /// Whether this answer cancels the pending snoozes of its notification (any answer but a snooze, or
+    /// one that came too late to act).
+    public var cancelsSnoozes: Bool { outcome != .snoozed && outcome != .snoozeLimitReached && outcome != .expired }
+
+    /// Plans a response received at `receivedAt` (the database's clock), after `previousSnoozes`
+    /// snoozes of its notification.
+    public init(_ item: IngestItem, receivedAt: Date, previousSnoozes: Int) {
+        responseID = UUID.timeOrdered()
+        let response = item.response
+        let decision = item.decision
+        var outcome = RuleEngine.outcome(of: decision.rule?.handler)
+        var planned: [PlannedFollowUp] = []
+        let age = ReplyAgeLimit.age(respondedAt: response.respondedAt, receivedAt: receivedAt)
+        let expired = decision.ageLimit.isExpired(age: age)
+        if expired {
+            outcome = .expired
+        } else if let rule = decision.rule {
+            if case .snooze(let delaySeconds, let maxSnoozes, _) = rule.handler {
+                if previousSnoozes >= maxSnoozes {
+                    outcome = .snoozeLimitReached
+                } else {
+                    planned = RuleEngine.plan(
+                        rule, response: response, responseID: responseID, receivedAt: receivedAt,
+                        subject: decision.subject, outcome: outcome)
+                    if let redelivery = RuleEngine.snoozeRedelivery(of: response, delaySeconds: delaySeconds) {
+                        planned.append(redelivery)
+                    }
+                }
+            } else {
+                planned = RuleEngine.plan(
+                    rule, response: response, responseID: responseID, receivedAt: receivedAt,
+                    subject: decision.subject, outcome: outcome)
+            }
+        }
+        self.outcome = outcome
+        followUps = planned.map {
+            FollowUp(id: UUID.timeOrdered(), planned: $0, dueAt: receivedAt.addingTimeInterval(TimeInterval($0.delaySeconds)))
+        }
+        var body: JSONObject = [
+            "id": .string(responseID.lowercasedString), "outcome": .string(outcome.rawValue),
+            "ruleId": decision.rule.map { .string($0.id) } ?? .null,
+            "subject": decision.subject.map(JSONValue.string) ?? .null,
+            "followUps": .array(
+                followUps.map {
+                    .object([
+                        "id": .string($0.id.lowercasedString), "channel": .string($0.planned.channel.rawValue),
+                        "dueAt": .string(Timestamp.format($0.dueAt)),
+                    ])
+                }),
+        ]
+        // What the 410 tells the client, replayed with it.
+        if expired, let limit = decision.ageLimit.maxAgeSeconds, let age {
+            body["maxReplyAgeSeconds"] = .integer(limit)
+            body["ageSeconds"] = ReplyAgeLimit.json(age: age)
+        }
+        answer = StoredAnswer(outcome: outcome, body: .object(body))
+    }
+}

@@ -1,0 +1,229 @@
+import ActionHookCore
+import Foundation
+import Postgres
+
+/// The statements of an ingest transaction: the reads it starts with (below) and the writes of its
+/// planned responses, a fixed number of statements however many there are.
+struct IngestStatements {
+    let entries: [(item: IngestItem, plan: IngestPlan)]
+    /// Snooze re-deliveries pending before this batch, by app and notification.
+    let pendingSnoozes: [AppScoped: [UUID]]
+
+    /// The statements that write every row, in order.
+    var statements: [PostgresQuery] {
+        guard !entries.isEmpty else { return [] }
+        var statements: [PostgresQuery] = []
+        // Pending snoozes written before this batch are cancelled here; snoozes of this batch that a
+        // later answer in the same batch cancels are written as cancelled below. Rare, so planned
+        // each time (one statement per app).
+        var cancellations: [String: Set<UUID>] = [:]
+        var cancellingApps: [String] = []
+        for (item, plan) in entries {
+            guard plan.cancelsSnoozes, let key = IngestTransaction.notification(item), let ids = pendingSnoozes[key]
+            else { continue }
+            if cancellations[item.appID] == nil { cancellingApps.append(item.appID) }
+            cancellations[item.appID, default: []].formUnion(ids)
+        }
+        for app in cancellingApps {
+            statements.append(
+                """
+                UPDATE followups SET status = 'cancelled', updated_at = now()
+                WHERE app_id = \(app) AND id = ANY(\(Array(cancellations[app] ?? []))::uuid[])
+                    AND status IN ('pending', 'retrying')
+                """)
+        }
+
+        var responses = JSONRecords(capacity: entries.count * 1024)
+        for (item, plan) in entries {
+            let response = item.response
+            responses.beginRecord()
+            responses.add("app_id", item.appID)
+            responses.add("id", plan.responseID)
+            responses.add("idempotency_key", item.idempotencyKey)
+            responses.addHex("request_hash", item.requestHash)
+            responses.add("action_identifier", response.actionIdentifier)
+            responses.add("category_identifier", response.categoryIdentifier)
+            responses.add("notification_identifier", response.notificationIdentifier)
+            responses.add("user_text", response.userText)
+            responses.add("user_info", JSONValue.object(response.userInfo))
+            responses.add("device_token", response.deviceToken)
+            responses.add("client_response_id", response.responseId)
+            responses.add("responded_at", response.respondedAt)
+            responses.add("outcome", plan.outcome.rawValue)
+            responses.add("rule_id", item.decision.rule?.id)
+            responses.add("subject", item.decision.subject)
+            // As text: the stored answer keeps its member order (jsonb would sort it).
+            responses.add("answer", plan.answer.body.jsonText)
+            responses.endRecord()
+        }
+        // A key stored before (which only a lookup would have found) fails the statement like a
+        // unique violation, so the transaction rolls back with nothing of the batch written.
+        statements.append((
+            """
+            WITH inserted AS (
+                INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
+                    category_identifier, notification_identifier, user_text, user_info, device_token,
+                    client_response_id, responded_at, received_at, outcome, rule_id, subject, answer)
+                SELECT r.app_id, r.id, r.idempotency_key, decode(r.request_hash, 'hex'), r.action_identifier,
+                    r.category_identifier, r.notification_identifier, r.user_text, r.user_info, r.device_token,
+                    r.client_response_id, r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer::json
+                FROM jsonb_to_recordset(\(PostgresJSON(responses.text))::jsonb) AS r(
+                    app_id text, id uuid, idempotency_key text, request_hash text, action_identifier text,
+                    category_identifier text, notification_identifier text, user_text text, user_info jsonb,
+                    device_token text, client_response_id text, responded_at timestamptz, outcome text,
+                    rule_id text, subject text, answer text)
+                ON CONFLICT (app_id, idempotency_key) DO NOTHING
+                RETURNING 1
+            )
+            SELECT actionhook_idempotency_key_stored() WHERE (SELECT count(*) FROM inserted) < \(entries.count)::bigint
+            """ as PostgresQuery).prepared)
+
+        var cancelledInBatch = Set<UUID>()
+        var snoozesByNotification: [AppScoped: [UUID]] = [:]
+        for (item, plan) in entries {
+            guard let key = IngestTransaction.notification(item) else { continue }
+            if plan.cancelsSnoozes {
+                cancelledInBatch.formUnion(snoozesByNotification.removeValue(forKey: key) ?? [])
+            }
+            snoozesByNotification[key, default: []] += plan.followUps.filter(\.isSnooze).map(\.id)
+        }
+        var followUps = JSONRecords(capacity: entries.count * 1024)
+        for (item, plan) in entries {
+            for planned in plan.followUps {
+                let (id, followUp, dueAt) = (planned.id, planned.planned, planned.dueAt)
+                followUps.beginRecord()
+                followUps.add("app_id", item.appID)
+                followUps.add("id", id)
+                followUps.add("response_id", plan.responseID)
+                followUps.add("ordinal", followUp.ordinal)
+                followUps.add("channel", followUp.channel.rawValue)
+                followUps.add("is_snooze", followUp.ordinal < 0)
+                followUps.add("notification_identifier", item.response.notificationIdentifier)
+                followUps.add(
+                    "device_token",
+                    followUp.channel == .apns ? followUp.payload.value(atPath: "deviceToken")?.stringValue : nil)
+                followUps.add("payload", followUp.payload)
+                followUps.add("due_at", dueAt)
+                followUps.add("status", cancelledInBatch.contains(id) ? "cancelled" : "pending")
+                followUps.endRecord()
+            }
+        }
+        // The workers of every instance are told which apps have new follow-ups (delivered at commit).
+        if followUps.count > 0 {
+            statements.append((
+                """
+                WITH inserted AS (
+                    INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze,
+                        notification_identifier, device_token, payload, due_at, status)
+                    SELECT f.app_id, f.id, f.response_id, f.ordinal, f.channel, f.is_snooze, f.notification_identifier,
+                        f.device_token, f.payload, f.due_at, f.status
+                    FROM jsonb_to_recordset(\(PostgresJSON(followUps.text))::jsonb) AS f(
+                        app_id text, id uuid, response_id uuid, ordinal integer, channel text, is_snooze boolean,
+                        notification_identifier text, device_token text, payload jsonb, due_at timestamptz,
+                        status text)
+                    RETURNING app_id
+                )
+                SELECT pg_notify(\(Channels.followUps), app_id) FROM (SELECT DISTINCT app_id FROM inserted) AS apps
+                """ as PostgresQuery).prepared)
+        }
+        return statements
+    }
+
+    /// Settings for the rest of the ingest transaction, so that its lookups can stay prepared with
+    /// one plan, made once per connection: keyed lookups through their indexes, joins as nested loops
+    /// over the batch's few keys. Left to statistics, a plan made while a table is empty (after a
+    /// TRUNCATE, on a new install) scans the table whole once it is not; planning each batch's
+    /// lookups anew costs more than running them at low load. Each prepared lookup has one index
+    /// that matches all its keys (the test `plansSurviveGrowth` checks which); the idempotency lookup,
+    /// which has two candidates and runs only after a replay, is planned each time.
+    static let planSettings = (
+        """
+        SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
+            set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)
+        """ as PostgresQuery
+    ).prepared
+
+    /// Each key's advisory lock (tried, never waited for), with its position and the transaction's clock.
+    static func keyLocks(_ lockTexts: [String]) -> PostgresQuery {
+        (
+            """
+            SELECT k.ordinality::int AS position, pg_try_advisory_xact_lock(hashtextextended(k.key, 0)) AS locked,
+                now() AS now
+            FROM unnest(\(lockTexts)::text[]) WITH ORDINALITY AS k(key, ordinality)
+            ORDER BY k.ordinality
+            """ as PostgresQuery
+        ).prepared
+    }
+
+    /// Each app's lock, shared (class 1): the apps returned are not being deleted.
+    static func appLocks(_ apps: [String]) -> PostgresQuery {
+        (
+            """
+            SELECT a.app_id FROM unnest(\(apps)::text[]) AS a(app_id)
+            WHERE pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(a.app_id))
+            """ as PostgresQuery
+        ).prepared
+    }
+
+    /// The apps of the batch that still exist.
+    static func existingApps(_ apps: [String]) -> PostgresQuery {
+        ("SELECT id FROM apps WHERE id = ANY(\(apps)::text[])" as PostgresQuery).prepared
+    }
+
+    /// Responses already stored under the batch's (app, idempotency key) pairs; read only when a
+    /// write found one of its keys stored.
+    ///
+    /// Planned each time: before `responses` has statistics (a new install), the planner takes the
+    /// history index as cheap as the unique one, and a plan kept from then would read every response
+    /// of the app for each key.
+    static func storedResponses(apps: [String], keys: [String]) -> PostgresQuery {
+        """
+        SELECT r.app_id, r.idempotency_key, r.request_hash, r.outcome, r.answer, r.received_at
+        FROM unnest(\(apps)::text[], \(keys)::text[]) AS k(app_id, idempotency_key)
+        JOIN responses r ON r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
+        """
+    }
+
+    /// Snoozes already given for each (app, notification) the batch snoozes.
+    static func snoozeCounts(_ notifications: [AppScoped]) -> PostgresQuery {
+        let apps = notifications.map(\.appID), names = notifications.map(\.name)
+        return (
+            """
+            SELECT k.app_id, k.notification,
+                (SELECT count(*) FROM responses r WHERE r.app_id = k.app_id
+                    AND r.notification_identifier = k.notification AND r.outcome = 'snoozed')::int AS snoozes
+            FROM unnest(\(apps)::text[], \(names)::text[]) AS k(app_id, notification)
+            """ as PostgresQuery
+        ).prepared
+    }
+
+    /// Snooze re-deliveries still pending for each (app, notification) the batch answers otherwise.
+    /// The lateral subquery keeps the batch's keys outside and the snooze index inside, whatever the
+    /// plan. The status is tested outside it (`OFFSET 0` keeps it there): inside, it would make the
+    /// due index (partial on that status) a candidate, and a plan made on a truncated table, where
+    /// every index looks as cheap, took it and read every pending follow-up of the app per key.
+    static func pendingSnoozes(_ notifications: [AppScoped]) -> PostgresQuery {
+        let apps = notifications.map(\.appID), names = notifications.map(\.name)
+        return (
+            """
+            SELECT s.app_id, s.id, s.notification_identifier
+            FROM unnest(\(apps)::text[], \(names)::text[]) AS k(app_id, notification)
+            CROSS JOIN LATERAL (
+                SELECT f.app_id, f.id, f.notification_identifier, f.status FROM followups f
+                WHERE f.app_id = k.app_id AND f.notification_identifier = k.notification AND f.is_snooze
+                OFFSET 0
+            ) AS s
+            WHERE s.status IN ('pending', 'retrying')
+            """ as PostgresQuery
+        ).prepared
+    }
+
+    /// Gives up keys stored before the idempotency window, before the insert that reuses them.
+    static func releaseKeys(_ keys: [AppScoped]) -> PostgresQuery {
+        """
+        UPDATE responses r SET idempotency_key = NULL
+        FROM unnest(\(keys.map(\.appID))::text[], \(keys.map(\.name))::text[]) AS k(app_id, idempotency_key)
+        WHERE r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
+        """
+    }
+}
