@@ -1,5 +1,13 @@
 import Foundation
 
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// A reply waiting in the on-device queue.
 public struct QueuedReply: Sendable, Hashable {
     /// The position in the queue: microseconds since 1970 when it was queued, made unique and increasing.
@@ -50,7 +58,7 @@ public final class ReplyQueue: @unchecked Sendable {
         var responseIds: [UInt64: String] = [:]
         var lastSequence: UInt64 = 0
         /// The folder's modification time when it was last listed or changed by this process.
-        var stamp: Date?
+        var stamp: Stamp?
 
         var count: Int { sequences.count - start }
         var first: UInt64? { start < sequences.count ? sequences[start] : nil }
@@ -91,7 +99,15 @@ public final class ReplyQueue: @unchecked Sendable {
     /// Opens (creating if needed) the queue in `directory` and lists it once.
     public init(directory: URL) throws {
         self.directory = directory
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for folder in [directory, directory.appendingPathComponent("claims", isDirectory: true)] {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            #if os(iOS) || os(watchOS) || os(visionOS)
+                // Files made in the folder take its class: readable after the first unlock even while the device
+                // is locked again, as a reply tapped on the lock screen must be written and sent then.
+                try? FileManager.default.setAttributes(
+                    [.protectionKey: FileProtectionType.completeUntilFirstUserAuthentication], ofItemAtPath: folder.path)
+            #endif
+        }
         lock.withLock { relist() }
         removeLeftovers()
     }
@@ -102,27 +118,29 @@ public final class ReplyQueue: @unchecked Sendable {
     /// killed. One file is written; nothing else in the folder is read.
     @discardableResult
     public func append(_ reply: Reply, now: Date = Date()) throws -> QueuedReply {
-        let temporary = directory.appendingPathComponent(".tmp-\(UUID().uuidString)")
-        try reply.ingestBody().write(to: temporary, options: Self.writingOptions)
-        defer { try? FileManager.default.removeItem(at: temporary) }
+        let temporary = directory.appendingPathComponent(".tmp-\(UUID().uuidString)").path
+        try Self.create(temporary, reply.ingestBody(), exclusive: true)
+        var linked = false
+        defer { if !linked { unlink(temporary) } }
         let micros = UInt64(max(0, now.timeIntervalSince1970) * 1_000_000)
         var sequence = lock.withLock { max(micros, index.lastSequence + 1) }
         // Another process may have taken the name in the same microsecond: the link fails, take the next.
         for _ in 0..<1_000 {
-            let path = directory.appendingPathComponent(Self.fileName(of: sequence)).path
-            do {
-                try FileManager.default.linkItem(atPath: temporary.path, toPath: path)
+            if link(temporary, directory.appendingPathComponent(Self.fileName(of: sequence)).path) == 0 {
+                linked = true
+                // Before the folder's time is noted: this change is ours, not another process's.
+                unlink(temporary)
                 lock.withLock {
                     index.append(sequence)
                     index.responseIds[sequence] = reply.responseId
                     index.stamp = stamp()
                 }
                 return QueuedReply(sequence: sequence, reply: reply)
-            } catch where FileManager.default.fileExists(atPath: path) {
-                sequence += 1
             }
+            guard errno == EEXIST else { throw Self.posixError() }
+            sequence += 1
         }
-        throw CocoaError(.fileWriteFileExists)
+        throw POSIXError(.EEXIST)
     }
 
     // MARK: Reading
@@ -227,7 +245,7 @@ public final class ReplyQueue: @unchecked Sendable {
 
     @discardableResult
     func remove(_ sequence: UInt64) -> Bool {
-        let removed = (try? FileManager.default.removeItem(at: url(of: sequence))) != nil
+        let removed = unlink(url(of: sequence).path) == 0
         lock.withLock {
             index.remove(sequence)
             index.stamp = stamp()
@@ -243,7 +261,8 @@ public final class ReplyQueue: @unchecked Sendable {
         if manager.fileExists(atPath: target.path) {
             target = damagedDirectory.appendingPathComponent(Self.fileName(of: sequence) + "-" + UUID().uuidString)
         }
-        let moved = (try? manager.moveItem(at: url(of: sequence), to: target)) != nil
+        // rename(2): of two processes moving one file, one finds it gone.
+        let moved = rename(url(of: sequence).path, target.path) == 0
         lock.withLock {
             index.remove(sequence)
             index.stamp = stamp()
@@ -259,32 +278,58 @@ public final class ReplyQueue: @unchecked Sendable {
         case heldElsewhere(until: Date)
     }
 
-    /// Claims a reply for one send: a `<sequence>.claim` file created only if none exists (`O_EXCL`), holding
+    /// Claims a reply for one send: a `claims/<sequence>.claim` file created only if none exists (`O_EXCL`), holding
     /// the end of its lease. A claim whose lease ran out (its process was killed mid-send) is broken. Two
     /// processes breaking one claim at once may both send, which the server stores once; the report still
     /// goes to whoever removes the reply's file.
     func claim(_ sequence: UInt64, lease: TimeInterval, now: Date = Date()) -> Claim {
-        let url = claimURL(of: sequence)
+        let path = claimPath(of: sequence)
         let content = Data(String(Timestamp.milliseconds(now.addingTimeInterval(lease))).utf8)
         for _ in 0..<2 {
-            if (try? content.write(to: url, options: .withoutOverwriting)) != nil { return .claimed }
-            guard let data = try? Data(contentsOf: url) else { continue }  // released meanwhile: try again
+            if (try? Self.create(path, content, exclusive: true)) != nil { return .claimed }
+            guard let data = FileManager.default.contents(atPath: path) else { continue }  // released meanwhile
             if let millis = Int64(String(decoding: data, as: UTF8.self)), Timestamp.milliseconds(millis) > now {
                 return .heldElsewhere(until: Timestamp.milliseconds(millis))
             }
-            try? FileManager.default.removeItem(at: url)
+            unlink(path)
         }
         return .heldElsewhere(until: now)
     }
 
     /// Gives up a claim (after the reply's file is removed, when it was sent).
     func release(_ sequence: UInt64) {
-        try? FileManager.default.removeItem(at: claimURL(of: sequence))
+        unlink(claimPath(of: sequence))
+    }
+
+    // MARK: Files
+
+    /// Writes `data` to a new file; with `exclusive`, fails if the name exists (`O_EXCL`). One `open`, `write`
+    /// and `close`: corelibs Foundation's `Data.write` took milliseconds a file here.
+    static func create(_ path: String, _ data: Data, exclusive: Bool) throws {
+        let descriptor = open(path, O_CREAT | O_WRONLY | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC), 0o600)
+        guard descriptor >= 0 else { throw posixError() }
+        defer { close(descriptor) }
+        try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw posixError()
+                }
+                offset += written
+            }
+        }
+    }
+
+    static func posixError() -> POSIXError {
+        POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
     }
 
     // MARK: Names
 
-    static func fileName(of sequence: UInt64) -> String {
+    /// The name of the file holding the reply queued as `sequence`.
+    public static func fileName(of sequence: UInt64) -> String {
         String(format: "%020llu", sequence) + ".reply.json"
     }
 
@@ -297,24 +342,29 @@ public final class ReplyQueue: @unchecked Sendable {
         directory.appendingPathComponent(Self.fileName(of: sequence))
     }
 
-    private func claimURL(of sequence: UInt64) -> URL {
-        directory.appendingPathComponent(String(format: "%020llu", sequence) + ".claim")
-    }
-
-    private static var writingOptions: Data.WritingOptions {
-        #if os(iOS) || os(watchOS) || os(visionOS)
-            // Readable after the first unlock even while the device is locked again: a reply tapped on the lock
-            // screen must be written and sent then.
-            [.completeFileProtectionUntilFirstUserAuthentication]
-        #else
-            []
-        #endif
+    /// Claims live in `claims/`, so taking one does not change the queue folder's modification time.
+    private func claimPath(of sequence: UInt64) -> String {
+        directory.appendingPathComponent("claims", isDirectory: true)
+            .appendingPathComponent(String(format: "%020llu", sequence) + ".claim").path
     }
 
     // MARK: Listing (under `lock`)
 
-    private func stamp() -> Date? {
-        (try? FileManager.default.attributesOfItem(atPath: directory.path))?[.modificationDate] as? Date
+    /// A folder's modification time, to the nanosecond.
+    struct Stamp: Equatable {
+        var seconds: Int
+        var nanoseconds: Int
+    }
+
+    /// The folder's modification time: one `stat` (FileManager's attributes also look up the owner's name).
+    private func stamp() -> Stamp? {
+        var info = stat()
+        guard stat(directory.path, &info) == 0 else { return nil }
+        #if canImport(Darwin)
+            return Stamp(seconds: Int(info.st_mtimespec.tv_sec), nanoseconds: Int(info.st_mtimespec.tv_nsec))
+        #else
+            return Stamp(seconds: Int(info.st_mtim.tv_sec), nanoseconds: Int(info.st_mtim.tv_nsec))
+        #endif
     }
 
     private func refreshIfChanged() {
@@ -331,11 +381,12 @@ public final class ReplyQueue: @unchecked Sendable {
     /// Temporary files and claims a killed process left behind, once they are old enough not to be in use.
     private func removeLeftovers(now: Date = Date()) {
         let manager = FileManager.default
-        for name in (try? manager.contentsOfDirectory(atPath: directory.path)) ?? [] {
-            let isTemporary = name.hasPrefix(".tmp-")
-            let isClaim = name.hasSuffix(".claim")
-            guard isTemporary || isClaim else { continue }
-            let path = directory.appendingPathComponent(name).path
+        let claims = directory.appendingPathComponent("claims", isDirectory: true)
+        let names =
+            ((try? manager.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasPrefix(".tmp-") }
+            .map { directory.appendingPathComponent($0).path }
+            + ((try? manager.contentsOfDirectory(atPath: claims.path)) ?? []).map { claims.appendingPathComponent($0).path }
+        for path in names {
             let modified = (try? manager.attributesOfItem(atPath: path))?[.modificationDate] as? Date ?? now
             if now.timeIntervalSince(modified) > 3_600 { try? manager.removeItem(atPath: path) }
         }
