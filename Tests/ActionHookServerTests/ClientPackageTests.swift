@@ -15,8 +15,10 @@ struct ClientPackageTests {
     /// Retries in tens of milliseconds, so outages of a second are crossed quickly.
     static let retry = ActionHookKit.RetryPolicy(initialDelay: 0.05, multiplier: 2, maximumDelay: 0.4, jitter: 0.5)
 
-    static func client(port: Int, key: String, events: Events = Events()) throws -> ActionHookClient {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("actionhookkit-it-\(UUID().uuidString)")
+    static func client(
+        port: Int, key: String, events: Events = Events(),
+        folder: URL = FileManager.default.temporaryDirectory.appendingPathComponent("actionhookkit-it-\(UUID().uuidString)")
+    ) throws -> ActionHookClient {
         let configuration = ActionHookClient.Configuration(
             serverURL: URL(string: "http://127.0.0.1:\(port)")!, ingestKey: key, directory: folder, retry: retry,
             requestTimeout: 5)
@@ -287,6 +289,86 @@ struct ClientPackageTests {
         #expect(try api.count("SELECT count(*) AS n FROM followups WHERE app_id = 'kit-late'") == 2)
     }
 
+    @Test("a damaged file among 10 good ones: the 10 are stored once each, in order; the damaged one is reported once; drain() returns")
+    func damagedFile() async throws {
+        let api = try TestAPI()
+        let key = try api.createApp("kit-damaged")
+        // Left by an earlier launch: ten replies, and among them a file a crash or a full disk cut short.
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("actionhookkit-it-\(UUID().uuidString)")
+        let queue = try ReplyQueue(directory: folder.appendingPathComponent("queue"))
+        let replies = (0..<10).map(Self.reply)
+        var damagedName = ""
+        for (index, reply) in replies.enumerated() {
+            let entry = try queue.append(reply)
+            if index == 4 {
+                damagedName = ReplyQueue.fileName(of: entry.sequence + 1)
+                try Data(#"{"responseId":"0b6d","actionIdentifier":"acc"#.utf8)
+                    .write(to: queue.directory.appendingPathComponent(damagedName))
+            }
+        }
+
+        let events = Events()
+        let client = try Self.client(port: api.port, key: key, events: events, folder: folder)
+        #expect(client.queue.count == 11)
+        client.resume()
+        #expect(await Self.drain(client, within: 30))
+        #expect(try Self.rowsByResponseID(api, app: "kit-damaged") == Dictionary(uniqueKeysWithValues: replies.map { ($0.responseId, 1) }))
+        let order = try api.query("SELECT client_response_id FROM responses WHERE app_id = 'kit-damaged' ORDER BY received_at, id")
+            .map { try $0.decode("client_response_id", as: String.self) }
+        #expect(order == replies.map(\.responseId))
+        #expect(events.damaged == [damagedName])
+        #expect(events.delivered(status: 202) == 10)
+        #expect(client.queue.count == 0)
+
+        // Reported once: a second drain and the next launch see nothing more.
+        #expect(await Self.drain(client, within: 30))
+        let relaunched = Events()
+        #expect(await Self.drain(try Self.client(port: api.port, key: key, events: relaunched, folder: folder), within: 30))
+        #expect(events.damaged == [damagedName])
+        #expect(relaunched.all.isEmpty)
+    }
+
+    @Test("a key revoked and replaced: every reply queued meanwhile is kept, then stored once with the new key")
+    func keyRevokedAndReplaced() async throws {
+        let api = try TestAPI()
+        let created = try api.admin("POST", "/v1/apps", json: #"{"id":"kit-keys","name":"kit-keys"}"#)
+        try #require(created.status == 201)
+        let first = try #require(created.json["ingestKey"] as? [String: Any])
+        let firstID = try #require(first["id"] as? String)
+        let firstSecret = try #require(first["secret"] as? String)
+
+        let events = Events()
+        let client = try Self.client(port: api.port, key: firstSecret, events: events)
+        let before = (0..<3).map(Self.reply)
+        for reply in before { client.forward(reply) }
+        #expect(await Self.drain(client, within: 30))
+        #expect(try Self.rowsByResponseID(api, app: "kit-keys").count == 3)
+
+        #expect(try api.admin("DELETE", "/v1/apps/kit-keys/keys/\(firstID)").status == 204)
+        let after = (3..<13).map(Self.reply)
+        for reply in after { client.forward(reply) }
+        // The 401 pauses the queue: drain() returns, nothing is dropped, nothing is stored.
+        #expect(await Self.drain(client, within: 30))
+        #expect(events.pauses == 1)
+        #expect(events.refusals == 0)
+        #expect(client.queue.count == 10)
+        #expect(try Self.rowsByResponseID(api, app: "kit-keys").count == 3)
+
+        let second = try #require(try api.admin("POST", "/v1/apps/kit-keys/keys").json["secret"] as? String)
+        client.updateIngestKey(second)
+        #expect(await Self.drain(client, within: 30))
+        // Every reply once; the ten stored after the revocation can only have carried the new key.
+        #expect(
+            try Self.rowsByResponseID(api, app: "kit-keys")
+                == Dictionary(uniqueKeysWithValues: (before + after).map { ($0.responseId, 1) }))
+        let order = try api.query("SELECT client_response_id FROM responses WHERE app_id = 'kit-keys' ORDER BY received_at, id")
+            .map { try $0.decode("client_response_id", as: String.self) }
+        #expect(order == (before + after).map(\.responseId))
+        #expect(events.delivered(status: 202) == 13)
+        #expect(events.pauses == 1)
+        #expect(client.queue.count == 0)
+    }
+
     /// A port nothing listens on now: bound to port 0, read back, closed. (No listener thread is left
     /// behind: one blocked in accept() on a closed descriptor could take connections from whatever
     /// reuses that descriptor number next.)
@@ -320,6 +402,8 @@ final class Events: Sendable {
 
     var retries: Int { all.filter { if case .retrying = $0 { true } else { false } }.count }
     var refusals: Int { all.filter { if case .refused = $0 { true } else { false } }.count }
+    var pauses: Int { all.filter { if case .paused = $0 { true } else { false } }.count }
+    var damaged: [String] { all.compactMap { if case .damaged(let file) = $0 { file } else { nil } } }
 
     func delivered(status: Int) -> Int {
         all.filter { if case .delivered(_, status) = $0 { true } else { false } }.count
