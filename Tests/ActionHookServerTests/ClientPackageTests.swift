@@ -17,7 +17,8 @@ struct ClientPackageTests {
 
     static func client(
         port: Int, key: String, events: Events = Events(),
-        folder: URL = FileManager.default.temporaryDirectory.appendingPathComponent("actionhookkit-it-\(UUID().uuidString)")
+        folder: URL = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "actionhookkit-it-\(UUID().uuidString)")
     ) throws -> ActionHookClient {
         let configuration = ActionHookClient.Configuration(
             serverURL: URL(string: "http://127.0.0.1:\(port)")!, ingestKey: key, directory: folder, retry: retry,
@@ -53,9 +54,12 @@ struct ClientPackageTests {
     /// Rows per client responseId in the app's responses.
     static func rowsByResponseID(_ api: TestAPI, app: String) throws -> [String: Int] {
         let rows = try api.query(
-            "SELECT client_response_id, count(*)::int AS n FROM responses WHERE app_id = \(app) GROUP BY client_response_id")
+            "SELECT client_response_id, count(*)::int AS n FROM responses WHERE app_id = \(app) GROUP BY client_response_id"
+        )
         var counts: [String: Int] = [:]
-        for row in rows { counts[try row.decode("client_response_id", as: String.self)] = try row.decode("n", as: Int.self) }
+        for row in rows {
+            counts[try row.decode("client_response_id", as: String.self)] = try row.decode("n", as: Int.self)
+        }
         return counts
     }
 
@@ -123,7 +127,8 @@ struct ClientPackageTests {
         let api = try TestAPI()
         let key = try api.createApp("kit-kill")
 
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("actionhook-kit-\(UUID().uuidString).log")
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "actionhook-kit-\(UUID().uuidString).log")
         defer { try? FileManager.default.removeItem(at: log) }
         func start() throws -> (WorkerFaultTests.Subprocess, Int) {
             let port = try Self.freePort()
@@ -139,7 +144,8 @@ struct ClientPackageTests {
         }
 
         var (server, port) = try start()
-        #expect(await eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
+        #expect(
+            await eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
         let pid = Atomic<Int32>(server.pid)
         let killedAfterStoring = Atomic<Int>(0)
         let proxy = try FlakyProxy(
@@ -171,7 +177,8 @@ struct ClientPackageTests {
             kill(server.pid, SIGKILL)
             server.process.waitUntilExit()
         }
-        #expect(await eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
+        #expect(
+            await eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
         proxy.redirect(to: port)
         client.resume()
         #expect(await Self.drain(client, within: 30))
@@ -189,7 +196,8 @@ struct ClientPackageTests {
               {"identifier":"comment","title":"Comment","textInput":{"buttonTitle":"Send","placeholder":"Add a note"}}],
              "options":["customDismissAction"],"intentIdentifiers":["INSendMessageIntent"],"subjectKey":"eventId"}
             """#
-        let timer = #"{"actions":[{"identifier":"SNOOZE_ACTION","title":"Snooze"},{"identifier":"STOP_ACTION","title":"Stop","options":["foreground"]}]}"#
+        let timer =
+            #"{"actions":[{"identifier":"SNOOZE_ACTION","title":"Snooze"},{"identifier":"STOP_ACTION","title":"Stop","options":["foreground"]}]}"#
         #expect(try api.admin("PUT", "/v1/apps/kit-categories/categories/event-invite", json: invite).status == 201)
         #expect(try api.admin("PUT", "/v1/apps/kit-categories/categories/TIMER_EXPIRED", json: timer).status == 201)
 
@@ -199,10 +207,14 @@ struct ClientPackageTests {
         let stored = try api.admin("GET", "/v1/apps/kit-categories/categories")
         let storedData = try JSONSerialization.data(withJSONObject: ["items": stored.json["items"] ?? []])
         struct Page: Decodable { var items: [CategoryDefinition] }
-        let expected = try JSONDecoder().decode(Page.self, from: storedData).items.sorted { $0.identifier < $1.identifier }
+        let expected = try JSONDecoder().decode(Page.self, from: storedData).items.sorted {
+            $0.identifier < $1.identifier
+        }
         #expect(first.categories == expected)
         #expect(first.categories.map(\.identifier) == ["TIMER_EXPIRED", "event-invite"])
-        #expect(first.category("event-invite")?.actions.last?.textInput == TextInputDefinition(buttonTitle: "Send", placeholder: "Add a note"))
+        #expect(
+            first.category("event-invite")?.actions.last?.textInput
+                == TextInputDefinition(buttonTitle: "Send", placeholder: "Add a note"))
         #expect(first.etag?.hasPrefix("\"") == true)
 
         let second = try await client.fetchCategories()
@@ -232,7 +244,9 @@ struct ClientPackageTests {
         }
     }
 
-    @Test("after a day offline only replies within their age limit act: the package drops the late ones, the server answers 410 to what only it can judge late")
+    @Test(
+        "after a day offline only replies within their age limit act: the package drops the late ones, the server answers 410 to what only it can judge late"
+    )
     func lateReplies() async throws {
         let api = try TestAPI()
         let key = try api.createApp("kit-late", extra: #""webhook":{"url":"https://hooks.example.com/kit-late"}"#)
@@ -242,8 +256,10 @@ struct ClientPackageTests {
                 json: #"{"actions":[{"identifier":"open","title":"Open"}],"maxReplyAgeSeconds":120}"#
             ).status == 201)
         // A rule stricter than its category: only the server knows it.
-        let strict = #"{"id":"open-now","priority":10,"match":{"action":"open","userInfo":[{"path":"strict","op":"exists"}]},"handler":{"type":"accept"},"followUps":[{"channel":"webhook"}],"maxReplyAgeSeconds":30}"#
-        let open = #"{"id":"open","match":{"action":"open"},"handler":{"type":"accept"},"followUps":[{"channel":"webhook"}]}"#
+        let strict =
+            #"{"id":"open-now","priority":10,"match":{"action":"open","userInfo":[{"path":"strict","op":"exists"}]},"handler":{"type":"accept"},"followUps":[{"channel":"webhook"}],"maxReplyAgeSeconds":30}"#
+        let open =
+            #"{"id":"open","match":{"action":"open"},"handler":{"type":"accept"},"followUps":[{"channel":"webhook"}]}"#
         #expect(try api.admin("POST", "/v1/apps/kit-late/rules", json: strict).status == 201)
         #expect(try api.admin("POST", "/v1/apps/kit-late/rules", json: open).status == 201)
 
@@ -251,7 +267,9 @@ struct ClientPackageTests {
         let client = try Self.client(port: api.port, key: key, events: events)
         _ = try await client.fetchCategories()
         func reply(_ index: Int, age: TimeInterval, strict: Bool = false) -> Reply {
-            var userInfo: [String: JSONValue] = ["aps": .object(["category": .string("garage")]), "door": .string("\(index)")]
+            var userInfo: [String: JSONValue] = [
+                "aps": .object(["category": .string("garage")]), "door": .string("\(index)"),
+            ]
             if strict { userInfo["strict"] = .bool(true) }
             return Reply(
                 actionIdentifier: "open", categoryIdentifier: "garage", notificationIdentifier: "g-\(index)",
@@ -260,16 +278,21 @@ struct ClientPackageTests {
         // Queued over a day offline, oldest first: a day old, an hour old, a minute old (late for the
         // strict rule only), and two fresh ones.
         let replies = [
-            reply(0, age: 86_400), reply(1, age: 3600), reply(2, age: 60, strict: true), reply(3, age: 20), reply(4, age: 5),
+            reply(0, age: 86_400), reply(1, age: 3600), reply(2, age: 60, strict: true), reply(3, age: 20),
+            reply(4, age: 5),
         ]
         for reply in replies { _ = try client.enqueue(reply) }
         #expect(await Self.drain(client, within: 30))
 
-        let rows = try api.query("SELECT client_response_id, outcome FROM responses WHERE app_id = 'kit-late' ORDER BY received_at, id")
-        let stored = try rows.map { [try $0.decode("client_response_id", as: String.self), try $0.decode("outcome", as: String.self)] }
+        let rows = try api.query(
+            "SELECT client_response_id, outcome FROM responses WHERE app_id = 'kit-late' ORDER BY received_at, id")
+        let stored = try rows.map {
+            [try $0.decode("client_response_id", as: String.self), try $0.decode("outcome", as: String.self)]
+        }
         #expect(
             stored == [
-                [replies[2].responseId, "expired"], [replies[3].responseId, "accepted"], [replies[4].responseId, "accepted"],
+                [replies[2].responseId, "expired"], [replies[3].responseId, "accepted"],
+                [replies[4].responseId, "accepted"],
             ])
         let dropped = events.all.compactMap { event -> String? in
             if case .dropped(let id, .expired(120)) = event { id } else { nil }
@@ -289,12 +312,15 @@ struct ClientPackageTests {
         #expect(try api.count("SELECT count(*) AS n FROM followups WHERE app_id = 'kit-late'") == 2)
     }
 
-    @Test("a damaged file among 10 good ones: the 10 are stored once each, in order; the damaged one is reported once; drain() returns")
+    @Test(
+        "a damaged file among 10 good ones: the 10 are stored once each, in order; the damaged one is reported once; drain() returns"
+    )
     func damagedFile() async throws {
         let api = try TestAPI()
         let key = try api.createApp("kit-damaged")
         // Left by an earlier launch: ten replies, and among them a file a crash or a full disk cut short.
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("actionhookkit-it-\(UUID().uuidString)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "actionhookkit-it-\(UUID().uuidString)")
         let queue = try ReplyQueue(directory: folder.appendingPathComponent("queue"))
         let replies = (0..<10).map(Self.reply)
         var damagedName = ""
@@ -312,9 +338,13 @@ struct ClientPackageTests {
         #expect(client.queue.count == 11)
         client.resume()
         #expect(await Self.drain(client, within: 30))
-        #expect(try Self.rowsByResponseID(api, app: "kit-damaged") == Dictionary(uniqueKeysWithValues: replies.map { ($0.responseId, 1) }))
-        let order = try api.query("SELECT client_response_id FROM responses WHERE app_id = 'kit-damaged' ORDER BY received_at, id")
-            .map { try $0.decode("client_response_id", as: String.self) }
+        #expect(
+            try Self.rowsByResponseID(api, app: "kit-damaged")
+                == Dictionary(uniqueKeysWithValues: replies.map { ($0.responseId, 1) }))
+        let order = try api.query(
+            "SELECT client_response_id FROM responses WHERE app_id = 'kit-damaged' ORDER BY received_at, id"
+        )
+        .map { try $0.decode("client_response_id", as: String.self) }
         #expect(order == replies.map(\.responseId))
         #expect(events.damaged == [damagedName])
         #expect(events.delivered(status: 202) == 10)
@@ -323,7 +353,8 @@ struct ClientPackageTests {
         // Reported once: a second drain and the next launch see nothing more.
         #expect(await Self.drain(client, within: 30))
         let relaunched = Events()
-        #expect(await Self.drain(try Self.client(port: api.port, key: key, events: relaunched, folder: folder), within: 30))
+        #expect(
+            await Self.drain(try Self.client(port: api.port, key: key, events: relaunched, folder: folder), within: 30))
         #expect(events.damaged == [damagedName])
         #expect(relaunched.all.isEmpty)
     }
@@ -361,8 +392,10 @@ struct ClientPackageTests {
         #expect(
             try Self.rowsByResponseID(api, app: "kit-keys")
                 == Dictionary(uniqueKeysWithValues: (before + after).map { ($0.responseId, 1) }))
-        let order = try api.query("SELECT client_response_id FROM responses WHERE app_id = 'kit-keys' ORDER BY received_at, id")
-            .map { try $0.decode("client_response_id", as: String.self) }
+        let order = try api.query(
+            "SELECT client_response_id FROM responses WHERE app_id = 'kit-keys' ORDER BY received_at, id"
+        )
+        .map { try $0.decode("client_response_id", as: String.self) }
         #expect(order == (before + after).map(\.responseId))
         #expect(events.delivered(status: 202) == 13)
         #expect(events.pauses == 1)

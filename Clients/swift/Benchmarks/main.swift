@@ -73,7 +73,8 @@ struct SilentServer: HTTPTransport {
 func configuration(_ folder: URL, port: Int = 9, maxQueuedReplies: Int = 1_000) -> ActionHookClient.Configuration {
     ActionHookClient.Configuration(
         serverURL: URL(string: "http://127.0.0.1:\(port)")!, ingestKey: "ahk_bench", directory: folder,
-        maxQueuedReplies: maxQueuedReplies, retry: RetryPolicy(initialDelay: 0.01, maximumDelay: 0.1), requestTimeout: 10)
+        maxQueuedReplies: maxQueuedReplies, retry: RetryPolicy(initialDelay: 0.01, maximumDelay: 0.1),
+        requestTimeout: 10)
 }
 
 /// Times `forwardsPerRun` forwards into a queue already holding `depth` replies.
@@ -143,8 +144,10 @@ final class LoopbackServer: @unchecked Sendable {
             while true {
                 if let end = headerEnd(buffer) {
                     let head = String(decoding: buffer[..<end], as: UTF8.self).lowercased()
-                    let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
-                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                    let length =
+                        head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+                        ?? 0
                     if buffer.count >= end + 4 + length {
                         buffer.removeFirst(end + 4 + length)
                         break
@@ -212,7 +215,8 @@ for run in 1...runs {
     atDepthFull.append(median(full))
     print(
         String(
-            format: "run %d: forward median %.3f ms at depth 0, %.3f ms at depth 1,000, %.3f ms at depth 1,000 with the queue full",
+            format:
+                "run %d: forward median %.3f ms at depth 0, %.3f ms at depth 1,000, %.3f ms at depth 1,000 with the queue full",
             run, median(zero) * 1e3, median(deep) * 1e3, median(full) * 1e3))
 }
 
@@ -223,7 +227,10 @@ for run in 1...runs {
     let (wall, cpu, requests) = try await drainOnce(server: server)
     walls.append(wall)
     cpus.append(cpu)
-    print(String(format: "run %d: drained %d replies in %.2f s wall, %.2f CPU-s (%d requests)", run, depth, wall, cpu, requests))
+    print(
+        String(
+            format: "run %d: drained %d replies in %.2f s wall, %.2f CPU-s (%d requests)", run, depth, wall, cpu,
+            requests))
 }
 
 let ratio = median(atDepth) / median(atZero)

@@ -45,7 +45,8 @@ public final class ActionHookClient: Sendable {
         /// A configuration; the folder defaults to `Application Support/ActionHook`.
         public init(
             serverURL: URL, ingestKey: String, directory: URL? = nil, maxQueuedReplies: Int = 1_000,
-            maxQueueAge: TimeInterval = 7 * 86_400, retry: RetryPolicy = RetryPolicy(), requestTimeout: TimeInterval = 30,
+            maxQueueAge: TimeInterval = 7 * 86_400, retry: RetryPolicy = RetryPolicy(),
+            requestTimeout: TimeInterval = 30,
             backgroundUploadDelay: TimeInterval = 20
         ) {
             precondition(maxQueuedReplies > 0, "the queue must hold at least one reply")
@@ -103,7 +104,9 @@ public final class ActionHookClient: Sendable {
         categoriesFile = configuration.directory.appendingPathComponent("categories.json")
         deviceTokenFile = configuration.directory.appendingPathComponent("device-token")
         let decoder = JSONDecoder()
-        let categories = (try? Data(contentsOf: categoriesFile)).flatMap { try? decoder.decode(CategorySet.self, from: $0) }
+        let categories = (try? Data(contentsOf: categoriesFile)).flatMap {
+            try? decoder.decode(CategorySet.self, from: $0)
+        }
         let token = (try? String(contentsOf: deviceTokenFile, encoding: .utf8)).flatMap { $0.isEmpty ? nil : $0 }
         let state = Guarded(State(deviceToken: token, categories: categories))
         self.state = state

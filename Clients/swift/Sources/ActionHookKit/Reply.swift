@@ -78,7 +78,8 @@ extension Reply {
                 DecodingError.Context(codingPath: [], debugDescription: "respondedAt is not an RFC 3339 time"))
         }
         self.init(
-            actionIdentifier: body.actionIdentifier, userText: body.userText, categoryIdentifier: body.categoryIdentifier,
+            actionIdentifier: body.actionIdentifier, userText: body.userText,
+            categoryIdentifier: body.categoryIdentifier,
             notificationIdentifier: body.notificationIdentifier, userInfo: body.userInfo, deviceToken: body.deviceToken,
             respondedAt: respondedAt, responseId: body.responseId)
     }

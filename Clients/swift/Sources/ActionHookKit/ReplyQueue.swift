@@ -105,7 +105,8 @@ public final class ReplyQueue: @unchecked Sendable {
                 // Files made in the folder take its class: readable after the first unlock even while the device
                 // is locked again, as a reply tapped on the lock screen must be written and sent then.
                 try? FileManager.default.setAttributes(
-                    [.protectionKey: FileProtectionType.completeUntilFirstUserAuthentication], ofItemAtPath: folder.path)
+                    [.protectionKey: FileProtectionType.completeUntilFirstUserAuthentication], ofItemAtPath: folder.path
+                )
             #endif
         }
         lock.withLock { relist() }
@@ -184,7 +185,9 @@ public final class ReplyQueue: @unchecked Sendable {
     /// The sequence queued after `sequence`, if any (no refresh).
     func sequence(after sequence: UInt64) -> UInt64? {
         lock.withLock {
-            guard let position = index.sequences[index.start...].firstIndex(where: { $0 > sequence }) else { return nil }
+            guard let position = index.sequences[index.start...].firstIndex(where: { $0 > sequence }) else {
+                return nil
+            }
             return index.sequences[position]
         }
     }
@@ -385,7 +388,9 @@ public final class ReplyQueue: @unchecked Sendable {
         let names =
             ((try? manager.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasPrefix(".tmp-") }
             .map { directory.appendingPathComponent($0).path }
-            + ((try? manager.contentsOfDirectory(atPath: claims.path)) ?? []).map { claims.appendingPathComponent($0).path }
+            + ((try? manager.contentsOfDirectory(atPath: claims.path)) ?? []).map {
+                claims.appendingPathComponent($0).path
+            }
         for path in names {
             let modified = (try? manager.attributesOfItem(atPath: path))?[.modificationDate] as? Date ?? now
             if now.timeIntervalSince(modified) > 3_600 { try? manager.removeItem(atPath: path) }

@@ -28,8 +28,12 @@ final class KeyedServer: HTTPTransport, @unchecked Sendable {
             requests.append(request)
             return request.value(forHTTPHeaderField: "Authorization") == "Bearer " + good
         }
-        let body = ok ? "" : #"{"type":"https://actionhook.dev/problems/unauthorized","title":"Unauthorized","status":401}"#
-        return (Data(body.utf8), HTTPURLResponse(url: request.url!, statusCode: ok ? 202 : 401, httpVersion: nil, headerFields: [:])!)
+        let body =
+            ok ? "" : #"{"type":"https://actionhook.dev/problems/unauthorized","title":"Unauthorized","status":401}"#
+        return (
+            Data(body.utf8),
+            HTTPURLResponse(url: request.url!, statusCode: ok ? 202 : 401, httpVersion: nil, headerFields: [:])!
+        )
     }
 }
 
@@ -93,7 +97,9 @@ func reply(_ action: String, userInfo: [String: JSONValue] = [:], respondedAt: D
 
 @Suite("A queue that stays cheap and honest")
 struct CheapQueueTests {
-    @Test("damaged files among good ones are moved aside once, reported once, and drain() returns with the good ones sent in order")
+    @Test(
+        "damaged files among good ones are moved aside once, reported once, and drain() returns with the good ones sent in order"
+    )
     func damagedFiles() async throws {
         let folder = temporaryFolder()
         let queue = try ReplyQueue(directory: folder.appendingPathComponent("queue"))
@@ -145,14 +151,18 @@ struct CheapQueueTests {
         let entry = try client.enqueue(fresh)
         // What forward did on the caller's thread: one file added, nothing read (every file is still there).
         #expect(client.queue.fileNames.last == entry.fileName)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: queue.directory.path).filter { $0.hasSuffix(".reply.json") }.count >= 1_000)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: queue.directory.path).filter {
+                $0.hasSuffix(".reply.json")
+            }.count >= 1_000)
         #expect(events.all.filter { if case .dropped = $0 { true } else { false } }.isEmpty)
     }
 
     @Test("1,000 queued replies are sent oldest first, each once, each reported once")
     func thousandReplies() async throws {
         let folder = temporaryFolder()
-        let offline = try makeClient(ScriptedServer([.networkError]), folder: folder, retry: RetryPolicy(initialDelay: 60, maximumDelay: 60))
+        let offline = try makeClient(
+            ScriptedServer([.networkError]), folder: folder, retry: RetryPolicy(initialDelay: 60, maximumDelay: 60))
         var replies: [Reply] = []
         for index in 0..<1_000 {
             let reply = reply("r\(index)")
@@ -211,7 +221,8 @@ struct NetworkTests {
         let server = ScriptedServer([.networkError])
         let events = EventLog()
         let client = try makeClient(
-            server, folder: temporaryFolder(), events: events, retry: RetryPolicy(initialDelay: 3_600, maximumDelay: 3_600))
+            server, folder: temporaryFolder(), events: events,
+            retry: RetryPolicy(initialDelay: 3_600, maximumDelay: 3_600))
         client.networkPathChanged(isSatisfied: false)
         let replies = (0..<3).map { reply("n\($0)") }
         for reply in replies { client.forward(reply) }
@@ -275,7 +286,8 @@ struct KeyTests {
     @Test("400, 413, 415 and 422 remove the reply; 401 does not", arguments: [400, 413, 415, 422])
     func contentRefusals(status: Int) async throws {
         let events = EventLog()
-        let client = try makeClient(ScriptedServer([.status(status), .status(202)]), folder: temporaryFolder(), events: events)
+        let client = try makeClient(
+            ScriptedServer([.status(status), .status(202)]), folder: temporaryFolder(), events: events)
         let bad = reply("bad")
         try client.enqueue(bad)
         try client.enqueue(reply("good"))
@@ -310,7 +322,10 @@ struct DeadlineTests {
         #expect(client.cachedCategories == nil)
         for reply in [late, timely, plain] { try client.enqueue(reply) }
         await client.drain()
-        #expect(server.sent.compactMap { $0.value(forHTTPHeaderField: "Idempotency-Key") } == [timely.responseId, plain.responseId])
+        #expect(
+            server.sent.compactMap { $0.value(forHTTPHeaderField: "Idempotency-Key") } == [
+                timely.responseId, plain.responseId,
+            ])
         #expect(events.all.first == .dropped(responseId: late.responseId, reason: .pastDeadline(late.deadline!)))
         // The userInfo is sent as it came: the server reads its own members of "actionhook".
         let sentInfo = server.bodies.first?["userInfo"] as? [String: Any]
@@ -352,14 +367,16 @@ struct SharedFolderTests {
         async let first: Void = app.drain()
         async let second: Void = appExtension.drain()
         _ = await (first, second)
-        #expect(await finishes(within: 30) {
-            await app.drain()
-            await appExtension.drain()
-        })
+        #expect(
+            await finishes(within: 30) {
+                await app.drain()
+                await appExtension.drain()
+            })
         let reported = appEvents.delivered + extensionEvents.delivered
         #expect(reported.count == 40)
         #expect(Set(reported) == Set(replies.map(\.responseId)))
-        let sent = Set((appServer.sent + extensionServer.sent).compactMap { $0.value(forHTTPHeaderField: "Idempotency-Key") })
+        let sent = Set(
+            (appServer.sent + extensionServer.sent).compactMap { $0.value(forHTTPHeaderField: "Idempotency-Key") })
         #expect(sent == Set(replies.map(\.responseId)))
         #expect(app.queue.count == 0 && appExtension.queue.count == 0)
     }
@@ -413,7 +430,8 @@ struct SuspensionTests {
         let activity = CountingActivity()
         let events = EventLog()
         let client = try makeClient(
-            ScriptedServer([.status(202)]), folder: temporaryFolder(), events: events, uploads: uploads, activity: activity)
+            ScriptedServer([.status(202)]), folder: temporaryFolder(), events: events, uploads: uploads,
+            activity: activity)
         let forwarded = reply("accept")
         client.forward(forwarded)
         await client.drain()

@@ -48,7 +48,8 @@ final class ScriptedServer: HTTPTransport, @unchecked Sendable {
             while !Task.isCancelled { try? await Task.sleep(nanoseconds: 1_000_000) }
             throw URLError(.cancelled)
         case .status(let status, let body, let headers):
-            let response = HTTPURLResponse(url: request.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!
+            let response = HTTPURLResponse(
+                url: request.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!
             return (Data(body.utf8), response)
         }
     }

@@ -41,7 +41,8 @@ struct BackgroundGlueTests {
     @MainActor
     func backgroundUpload() async throws {
         let identifier = "com.example.app.actionhook.\(UUID().uuidString)"
-        let uploads = BackgroundURLSessionUploads(identifier: identifier, sharedContainerIdentifier: "group.com.example")
+        let uploads = BackgroundURLSessionUploads(
+            identifier: identifier, sharedContainerIdentifier: "group.com.example")
         let events = GlueEvents()
         let client = try glueClient(events: events, uploads: uploads)
         let session = try #require(URLSession.standInSessions.last { $0.configuration.standInIdentifier == identifier })
@@ -69,7 +70,10 @@ struct BackgroundGlueTests {
         #expect(uploads.handleEvents(forBackgroundURLSession: identifier, completionHandler: { finished = true }))
         session.standInAnswer(task, status: 202)
         session.standInFinishEvents()
-        #expect(events.all.filter { if case .delivered = $0 { true } else { false } } == [.delivered(responseId: reply.responseId, status: 202)])
+        #expect(
+            events.all.filter { if case .delivered = $0 { true } else { false } } == [
+                .delivered(responseId: reply.responseId, status: 202)
+            ])
         #expect(client.queue.count == 0)
         for _ in 0..<500 where !finished { try await Task.sleep(nanoseconds: 2_000_000) }
         #expect(finished)

@@ -137,7 +137,10 @@ open class URLSession: NSObject, @unchecked Sendable {
     nonisolated(unsafe) public private(set) static var standInSessions: [URLSession] = []
     private static let sessionsLock = NSLock()
 
-    public init(configuration: URLSessionConfiguration, delegate: (any URLSessionDelegate)?, delegateQueue queue: OperationQueue?) {
+    public init(
+        configuration: URLSessionConfiguration, delegate: (any URLSessionDelegate)?,
+        delegateQueue queue: OperationQueue?
+    ) {
         self.configuration = configuration
         self.delegate = delegate
         super.init()
@@ -161,9 +164,12 @@ open class URLSession: NSObject, @unchecked Sendable {
     public var standInTasks: [URLSessionTask] { lock.withLock { tasks } }
 
     /// The system finishes `task` with an answer, as it would while the app is suspended (stand-in only).
-    public func standInAnswer(_ task: URLSessionTask, status: Int, body: Data = Data(), headers: [String: String] = [:]) {
+    public func standInAnswer(_ task: URLSessionTask, status: Int, body: Data = Data(), headers: [String: String] = [:])
+    {
         task.standInSetResponse(HTTPURLResponse(standInStatus: status, headers: headers))
-        if let delegate = delegate as? any URLSessionDataDelegate, let dataTask = task as? URLSessionDataTask, !body.isEmpty {
+        if let delegate = delegate as? any URLSessionDataDelegate, let dataTask = task as? URLSessionDataTask,
+            !body.isEmpty
+        {
             delegate.urlSession(self, dataTask: dataTask, didReceive: body)
         }
         (delegate as? any URLSessionTaskDelegate)?.urlSession(self, task: task, didCompleteWithError: nil)
@@ -171,7 +177,8 @@ open class URLSession: NSObject, @unchecked Sendable {
 
     /// The system finishes `task` without an answer (stand-in only).
     public func standInFail(_ task: URLSessionTask) {
-        (delegate as? any URLSessionTaskDelegate)?.urlSession(self, task: task, didCompleteWithError: URLError(.notConnectedToInternet))
+        (delegate as? any URLSessionTaskDelegate)?.urlSession(
+            self, task: task, didCompleteWithError: URLError(.notConnectedToInternet))
     }
 
     /// Every event of the session was delivered (stand-in only).

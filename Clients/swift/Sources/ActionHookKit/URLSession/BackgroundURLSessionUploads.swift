@@ -107,7 +107,8 @@
                 let retryAfter = response.value(forHTTPHeaderField: "Retry-After")
                 report?(
                     BackgroundUploadResult(
-                        name: name, outcome: .answered(status: response.statusCode, body: body, retryAfter: retryAfter)))
+                        name: name, outcome: .answered(status: response.statusCode, body: body, retryAfter: retryAfter))
+                )
             } else {
                 report?(BackgroundUploadResult(name: name, outcome: .failed))
             }
