@@ -207,9 +207,19 @@ var atZero: [Double] = []
 var atDepth: [Double] = []
 var atDepthFull: [Double] = []
 for run in 1...runs {
-    let zero = try forwardTimes(depth: 0, maxQueuedReplies: 2_000)
-    let deep = try forwardTimes(depth: depth, maxQueuedReplies: 2_000)
-    let full = try forwardTimes(depth: depth, maxQueuedReplies: depth)
+    // The order alternates between runs, so neither depth always runs first.
+    var zero: [Double] = []
+    var deep: [Double] = []
+    var full: [Double] = []
+    if run % 2 == 1 {
+        zero = try forwardTimes(depth: 0, maxQueuedReplies: 2_000)
+        deep = try forwardTimes(depth: depth, maxQueuedReplies: 2_000)
+        full = try forwardTimes(depth: depth, maxQueuedReplies: depth)
+    } else {
+        full = try forwardTimes(depth: depth, maxQueuedReplies: depth)
+        deep = try forwardTimes(depth: depth, maxQueuedReplies: 2_000)
+        zero = try forwardTimes(depth: 0, maxQueuedReplies: 2_000)
+    }
     atZero.append(median(zero))
     atDepth.append(median(deep))
     atDepthFull.append(median(full))
