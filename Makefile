@@ -5,7 +5,7 @@ SHELL := /bin/bash
 SWIFT_FORMAT_PATHS := Sources Tests Package.swift
 DEV_PG_DIR := .local/pg
 
-.PHONY: help run test test-stress build format lint stop-db clean-db bench bench-delivery faults
+.PHONY: help run test test-stress build format lint stop-db clean-db bench bench-delivery bench-client faults
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  make %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -28,6 +28,9 @@ bench: ## Benchmark ActionHook against its references (quality.md P1-P5); see be
 
 bench-delivery: ## Webhook and APNs drains, backlog under ingest load, snooze lateness, with their references (P6, P7)
 	bash bench/delivery.sh
+
+bench-client: ## ActionHookKit's queue: forward at depth 1,000 vs 0, draining 1,000 replies on loopback (P9)
+	cd Clients/swift && swift run -c release ActionHookKitBenchmark
 
 faults: ## The reliability faults R1-R10 and the slow-client attack F3 at full size (bench/faults.sh)
 	bash bench/faults.sh

@@ -1,32 +1,40 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// ActionHookKit: the app side of ActionHook. Plain Swift (Foundation and URLSession only), so it builds and
-// is tested on Linux as well as on Apple platforms; the UserNotifications glue compiles on Apple platforms.
+// ActionHookKit: the app side of ActionHook. Its core is plain Swift (Foundation and URLSession only), so it
+// builds and is tested on Linux as well as on Apple platforms; the glue to UserNotifications, the background
+// URLSession, UIKit's background tasks and Network compiles on Apple platforms.
 let package = Package(
     name: "ActionHookKit",
-    platforms: [.iOS(.v15), .macOS(.v12)],
+    platforms: [.iOS(.v15), .macOS(.v12), .watchOS(.v8)],
     products: [
         .library(name: "ActionHookKit", targets: ["ActionHookKit"])
     ],
     targets: [
         .target(name: "ActionHookKit"),
         .testTarget(name: "ActionHookKitTests", dependencies: ["ActionHookKit"]),
+        // The queue's cost (`make bench-client` in the ActionHook repository); not part of the product.
+        .executableTarget(name: "ActionHookKitBenchmark", dependencies: ["ActionHookKit"], path: "Benchmarks"),
     ],
     swiftLanguageModes: [.v6]
 )
 
 #if os(Linux)
-// UserNotifications does not exist on Linux. To type-check the glue here anyway, a test-only module named
-// `UserNotifications` declares the subset of Apple's API the glue uses, with Apple's names and signatures,
-// and a test target compiles the glue's own files (symbolic links, with ACTIONHOOKKIT_GLUE_CHECK defined)
-// against it and runs the conversions. None of this is part of the library product.
-package.targets += [
-    .target(name: "UserNotifications", path: "Tests/UserNotificationsStandIn"),
-    .testTarget(
-        name: "GlueTypeCheck",
-        dependencies: ["ActionHookKit", "UserNotifications"],
-        swiftSettings: [.define("ACTIONHOOKKIT_GLUE_CHECK")]
-    ),
-]
+    // The Apple frameworks the glue uses do not exist on Linux (and corelibs Foundation has no background
+    // URLSession). To type-check the glue here anyway, test-only modules declare the subset of Apple's API the glue
+    // uses, with Apple's names and signatures: `UserNotifications`, `UIKit` and `Network` under their own names,
+    // and `URLSessionStandIn` for the background session. A test target compiles the glue's own files (symbolic
+    // links, with ACTIONHOOKKIT_GLUE_CHECK defined) against them and runs them. None of this is part of the
+    // library product.
+    package.targets += [
+        .target(name: "UserNotifications", path: "Tests/UserNotificationsStandIn"),
+        .target(name: "UIKit", path: "Tests/UIKitStandIn"),
+        .target(name: "Network", path: "Tests/NetworkStandIn"),
+        .target(name: "URLSessionStandIn", path: "Tests/URLSessionStandIn"),
+        .testTarget(
+            name: "GlueTypeCheck",
+            dependencies: ["ActionHookKit", "UserNotifications", "UIKit", "Network", "URLSessionStandIn"],
+            swiftSettings: [.define("ACTIONHOOKKIT_GLUE_CHECK")]
+        ),
+    ]
 #endif

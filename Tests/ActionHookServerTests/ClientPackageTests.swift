@@ -15,8 +15,11 @@ struct ClientPackageTests {
     /// Retries in tens of milliseconds, so outages of a second are crossed quickly.
     static let retry = ActionHookKit.RetryPolicy(initialDelay: 0.05, multiplier: 2, maximumDelay: 0.4, jitter: 0.5)
 
-    static func client(port: Int, key: String, events: Events = Events()) throws -> ActionHookClient {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("actionhookkit-it-\(UUID().uuidString)")
+    static func client(
+        port: Int, key: String, events: Events = Events(),
+        folder: URL = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "actionhookkit-it-\(UUID().uuidString)")
+    ) throws -> ActionHookClient {
         let configuration = ActionHookClient.Configuration(
             serverURL: URL(string: "http://127.0.0.1:\(port)")!, ingestKey: key, directory: folder, retry: retry,
             requestTimeout: 5)
@@ -51,9 +54,12 @@ struct ClientPackageTests {
     /// Rows per client responseId in the app's responses.
     static func rowsByResponseID(_ api: TestAPI, app: String) throws -> [String: Int] {
         let rows = try api.query(
-            "SELECT client_response_id, count(*)::int AS n FROM responses WHERE app_id = \(app) GROUP BY client_response_id")
+            "SELECT client_response_id, count(*)::int AS n FROM responses WHERE app_id = \(app) GROUP BY client_response_id"
+        )
         var counts: [String: Int] = [:]
-        for row in rows { counts[try row.decode("client_response_id", as: String.self)] = try row.decode("n", as: Int.self) }
+        for row in rows {
+            counts[try row.decode("client_response_id", as: String.self)] = try row.decode("n", as: Int.self)
+        }
         return counts
     }
 
@@ -121,7 +127,8 @@ struct ClientPackageTests {
         let api = try TestAPI()
         let key = try api.createApp("kit-kill")
 
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("actionhook-kit-\(UUID().uuidString).log")
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "actionhook-kit-\(UUID().uuidString).log")
         defer { try? FileManager.default.removeItem(at: log) }
         func start() throws -> (WorkerFaultTests.Subprocess, Int) {
             let port = try Self.freePort()
@@ -137,7 +144,8 @@ struct ClientPackageTests {
         }
 
         var (server, port) = try start()
-        #expect(await eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
+        #expect(
+            await eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
         let pid = Atomic<Int32>(server.pid)
         let killedAfterStoring = Atomic<Int>(0)
         let proxy = try FlakyProxy(
@@ -169,7 +177,8 @@ struct ClientPackageTests {
             kill(server.pid, SIGKILL)
             server.process.waitUntilExit()
         }
-        #expect(await eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
+        #expect(
+            await eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
         proxy.redirect(to: port)
         client.resume()
         #expect(await Self.drain(client, within: 30))
@@ -187,7 +196,8 @@ struct ClientPackageTests {
               {"identifier":"comment","title":"Comment","textInput":{"buttonTitle":"Send","placeholder":"Add a note"}}],
              "options":["customDismissAction"],"intentIdentifiers":["INSendMessageIntent"],"subjectKey":"eventId"}
             """#
-        let timer = #"{"actions":[{"identifier":"SNOOZE_ACTION","title":"Snooze"},{"identifier":"STOP_ACTION","title":"Stop","options":["foreground"]}]}"#
+        let timer =
+            #"{"actions":[{"identifier":"SNOOZE_ACTION","title":"Snooze"},{"identifier":"STOP_ACTION","title":"Stop","options":["foreground"]}]}"#
         #expect(try api.admin("PUT", "/v1/apps/kit-categories/categories/event-invite", json: invite).status == 201)
         #expect(try api.admin("PUT", "/v1/apps/kit-categories/categories/TIMER_EXPIRED", json: timer).status == 201)
 
@@ -197,10 +207,14 @@ struct ClientPackageTests {
         let stored = try api.admin("GET", "/v1/apps/kit-categories/categories")
         let storedData = try JSONSerialization.data(withJSONObject: ["items": stored.json["items"] ?? []])
         struct Page: Decodable { var items: [CategoryDefinition] }
-        let expected = try JSONDecoder().decode(Page.self, from: storedData).items.sorted { $0.identifier < $1.identifier }
+        let expected = try JSONDecoder().decode(Page.self, from: storedData).items.sorted {
+            $0.identifier < $1.identifier
+        }
         #expect(first.categories == expected)
         #expect(first.categories.map(\.identifier) == ["TIMER_EXPIRED", "event-invite"])
-        #expect(first.category("event-invite")?.actions.last?.textInput == TextInputDefinition(buttonTitle: "Send", placeholder: "Add a note"))
+        #expect(
+            first.category("event-invite")?.actions.last?.textInput
+                == TextInputDefinition(buttonTitle: "Send", placeholder: "Add a note"))
         #expect(first.etag?.hasPrefix("\"") == true)
 
         let second = try await client.fetchCategories()
@@ -230,7 +244,9 @@ struct ClientPackageTests {
         }
     }
 
-    @Test("after a day offline only replies within their age limit act: the package drops the late ones, the server answers 410 to what only it can judge late")
+    @Test(
+        "after a day offline only replies within their age limit act: the package drops the late ones, the server answers 410 to what only it can judge late"
+    )
     func lateReplies() async throws {
         let api = try TestAPI()
         let key = try api.createApp("kit-late", extra: #""webhook":{"url":"https://hooks.example.com/kit-late"}"#)
@@ -240,8 +256,10 @@ struct ClientPackageTests {
                 json: #"{"actions":[{"identifier":"open","title":"Open"}],"maxReplyAgeSeconds":120}"#
             ).status == 201)
         // A rule stricter than its category: only the server knows it.
-        let strict = #"{"id":"open-now","priority":10,"match":{"action":"open","userInfo":[{"path":"strict","op":"exists"}]},"handler":{"type":"accept"},"followUps":[{"channel":"webhook"}],"maxReplyAgeSeconds":30}"#
-        let open = #"{"id":"open","match":{"action":"open"},"handler":{"type":"accept"},"followUps":[{"channel":"webhook"}]}"#
+        let strict =
+            #"{"id":"open-now","priority":10,"match":{"action":"open","userInfo":[{"path":"strict","op":"exists"}]},"handler":{"type":"accept"},"followUps":[{"channel":"webhook"}],"maxReplyAgeSeconds":30}"#
+        let open =
+            #"{"id":"open","match":{"action":"open"},"handler":{"type":"accept"},"followUps":[{"channel":"webhook"}]}"#
         #expect(try api.admin("POST", "/v1/apps/kit-late/rules", json: strict).status == 201)
         #expect(try api.admin("POST", "/v1/apps/kit-late/rules", json: open).status == 201)
 
@@ -249,7 +267,9 @@ struct ClientPackageTests {
         let client = try Self.client(port: api.port, key: key, events: events)
         _ = try await client.fetchCategories()
         func reply(_ index: Int, age: TimeInterval, strict: Bool = false) -> Reply {
-            var userInfo: [String: JSONValue] = ["aps": .object(["category": .string("garage")]), "door": .string("\(index)")]
+            var userInfo: [String: JSONValue] = [
+                "aps": .object(["category": .string("garage")]), "door": .string("\(index)"),
+            ]
             if strict { userInfo["strict"] = .bool(true) }
             return Reply(
                 actionIdentifier: "open", categoryIdentifier: "garage", notificationIdentifier: "g-\(index)",
@@ -258,16 +278,21 @@ struct ClientPackageTests {
         // Queued over a day offline, oldest first: a day old, an hour old, a minute old (late for the
         // strict rule only), and two fresh ones.
         let replies = [
-            reply(0, age: 86_400), reply(1, age: 3600), reply(2, age: 60, strict: true), reply(3, age: 20), reply(4, age: 5),
+            reply(0, age: 86_400), reply(1, age: 3600), reply(2, age: 60, strict: true), reply(3, age: 20),
+            reply(4, age: 5),
         ]
         for reply in replies { _ = try client.enqueue(reply) }
         #expect(await Self.drain(client, within: 30))
 
-        let rows = try api.query("SELECT client_response_id, outcome FROM responses WHERE app_id = 'kit-late' ORDER BY received_at, id")
-        let stored = try rows.map { [try $0.decode("client_response_id", as: String.self), try $0.decode("outcome", as: String.self)] }
+        let rows = try api.query(
+            "SELECT client_response_id, outcome FROM responses WHERE app_id = 'kit-late' ORDER BY received_at, id")
+        let stored = try rows.map {
+            [try $0.decode("client_response_id", as: String.self), try $0.decode("outcome", as: String.self)]
+        }
         #expect(
             stored == [
-                [replies[2].responseId, "expired"], [replies[3].responseId, "accepted"], [replies[4].responseId, "accepted"],
+                [replies[2].responseId, "expired"], [replies[3].responseId, "accepted"],
+                [replies[4].responseId, "accepted"],
             ])
         let dropped = events.all.compactMap { event -> String? in
             if case .dropped(let id, .expired(120)) = event { id } else { nil }
@@ -285,6 +310,96 @@ struct ClientPackageTests {
         #expect(refused == [replies[2].responseId])
         #expect(client.queue.count == 0)
         #expect(try api.count("SELECT count(*) AS n FROM followups WHERE app_id = 'kit-late'") == 2)
+    }
+
+    @Test(
+        "a damaged file among 10 good ones: the 10 are stored once each, in order; the damaged one is reported once; drain() returns"
+    )
+    func damagedFile() async throws {
+        let api = try TestAPI()
+        let key = try api.createApp("kit-damaged")
+        // Left by an earlier launch: ten replies, and among them a file a crash or a full disk cut short.
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "actionhookkit-it-\(UUID().uuidString)")
+        let queue = try ReplyQueue(directory: folder.appendingPathComponent("queue"))
+        let replies = (0..<10).map(Self.reply)
+        var damagedName = ""
+        for (index, reply) in replies.enumerated() {
+            let entry = try queue.append(reply)
+            if index == 4 {
+                damagedName = ReplyQueue.fileName(of: entry.sequence + 1)
+                try Data(#"{"responseId":"0b6d","actionIdentifier":"acc"#.utf8)
+                    .write(to: queue.directory.appendingPathComponent(damagedName))
+            }
+        }
+
+        let events = Events()
+        let client = try Self.client(port: api.port, key: key, events: events, folder: folder)
+        #expect(client.queue.count == 11)
+        client.resume()
+        #expect(await Self.drain(client, within: 30))
+        #expect(
+            try Self.rowsByResponseID(api, app: "kit-damaged")
+                == Dictionary(uniqueKeysWithValues: replies.map { ($0.responseId, 1) }))
+        let order = try api.query(
+            "SELECT client_response_id FROM responses WHERE app_id = 'kit-damaged' ORDER BY received_at, id"
+        )
+        .map { try $0.decode("client_response_id", as: String.self) }
+        #expect(order == replies.map(\.responseId))
+        #expect(events.damaged == [damagedName])
+        #expect(events.delivered(status: 202) == 10)
+        #expect(client.queue.count == 0)
+
+        // Reported once: a second drain and the next launch see nothing more.
+        #expect(await Self.drain(client, within: 30))
+        let relaunched = Events()
+        #expect(
+            await Self.drain(try Self.client(port: api.port, key: key, events: relaunched, folder: folder), within: 30))
+        #expect(events.damaged == [damagedName])
+        #expect(relaunched.all.isEmpty)
+    }
+
+    @Test("a key revoked and replaced: every reply queued meanwhile is kept, then stored once with the new key")
+    func keyRevokedAndReplaced() async throws {
+        let api = try TestAPI()
+        let created = try api.admin("POST", "/v1/apps", json: #"{"id":"kit-keys","name":"kit-keys"}"#)
+        try #require(created.status == 201)
+        let first = try #require(created.json["ingestKey"] as? [String: Any])
+        let firstID = try #require(first["id"] as? String)
+        let firstSecret = try #require(first["secret"] as? String)
+
+        let events = Events()
+        let client = try Self.client(port: api.port, key: firstSecret, events: events)
+        let before = (0..<3).map(Self.reply)
+        for reply in before { client.forward(reply) }
+        #expect(await Self.drain(client, within: 30))
+        #expect(try Self.rowsByResponseID(api, app: "kit-keys").count == 3)
+
+        #expect(try api.admin("DELETE", "/v1/apps/kit-keys/keys/\(firstID)").status == 204)
+        let after = (3..<13).map(Self.reply)
+        for reply in after { client.forward(reply) }
+        // The 401 pauses the queue: drain() returns, nothing is dropped, nothing is stored.
+        #expect(await Self.drain(client, within: 30))
+        #expect(events.pauses == 1)
+        #expect(events.refusals == 0)
+        #expect(client.queue.count == 10)
+        #expect(try Self.rowsByResponseID(api, app: "kit-keys").count == 3)
+
+        let second = try #require(try api.admin("POST", "/v1/apps/kit-keys/keys").json["secret"] as? String)
+        client.updateIngestKey(second)
+        #expect(await Self.drain(client, within: 30))
+        // Every reply once; the ten stored after the revocation can only have carried the new key.
+        #expect(
+            try Self.rowsByResponseID(api, app: "kit-keys")
+                == Dictionary(uniqueKeysWithValues: (before + after).map { ($0.responseId, 1) }))
+        let order = try api.query(
+            "SELECT client_response_id FROM responses WHERE app_id = 'kit-keys' ORDER BY received_at, id"
+        )
+        .map { try $0.decode("client_response_id", as: String.self) }
+        #expect(order == (before + after).map(\.responseId))
+        #expect(events.delivered(status: 202) == 13)
+        #expect(events.pauses == 1)
+        #expect(client.queue.count == 0)
     }
 
     /// A port nothing listens on now: bound to port 0, read back, closed. (No listener thread is left
@@ -320,6 +435,8 @@ final class Events: Sendable {
 
     var retries: Int { all.filter { if case .retrying = $0 { true } else { false } }.count }
     var refusals: Int { all.filter { if case .refused = $0 { true } else { false } }.count }
+    var pauses: Int { all.filter { if case .paused = $0 { true } else { false } }.count }
+    var damaged: [String] { all.compactMap { if case .damaged(let file) = $0 { file } else { nil } } }
 
     func delivered(status: Int) -> Int {
         all.filter { if case .delivered(_, status) = $0 { true } else { false } }.count

@@ -4,32 +4,6 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// What happened to a queued reply, reported to the app's `onEvent` callback.
-///
-/// Events carry the reply's `responseId` and statuses, never its text, `userInfo` or the ingest key.
-public enum ActionHookEvent: Sendable, Equatable {
-    /// The server stored the reply (202) or had stored it before (200, a replay). It left the queue.
-    case delivered(responseId: String, status: Int)
-    /// The server refused the reply for good (400, 401, 410, 413, 415, 422). It left the queue.
-    case refused(responseId: String, status: Int, problem: Problem)
-    /// The reply was removed without being sent.
-    case dropped(responseId: String, reason: DropReason)
-    /// Sending failed and will be tried again after `delay` seconds; `status` is nil for a network error.
-    case retrying(responseId: String, attempt: Int, status: Int?, delay: TimeInterval)
-    /// The reply could not be written to the queue (the disk is full or the folder cannot be written).
-    case notQueued(responseId: String)
-}
-
-/// Why a reply was dropped from the queue unsent.
-public enum DropReason: Sendable, Equatable {
-    /// The queue held `maxQueuedReplies`; the oldest reply made room.
-    case queueFull
-    /// The reply waited longer than `maxQueueAge`.
-    case queuedTooLong
-    /// The reply is older than its category's `maxReplyAgeSeconds`: the server would refuse it with 410.
-    case expired(maxReplyAgeSeconds: Int)
-}
-
 /// An error of the category fetch.
 public enum ActionHookClientError: Error, Sendable, Equatable {
     /// The server refused the request (for example 401: a wrong ingest key).
@@ -44,13 +18,14 @@ public enum ActionHookClientError: Error, Sendable, Equatable {
 /// A reply is written to an on-device queue before `forward` returns (or calls its completion handler),
 /// then sent in the background, oldest first, with its `responseId` as the `Idempotency-Key`: retried with
 /// exponential backoff and jitter until the server answers 202 or 200, or refuses it for good. What stays
-/// queued is sent again by `resume()` on the next launch.
+/// queued is sent again by `resume()` on the next launch. On Apple platforms each reply is also handed to a
+/// background `URLSession` (`backgroundUploads`), so it reaches the server while the app is suspended.
 public final class ActionHookClient: Sendable {
     /// Where the server is, the app's ingest key, and where and how long replies are kept.
     public struct Configuration: Sendable {
         /// The server's base URL, e.g. `https://actionhook.example.com`.
         public var serverURL: URL
-        /// The app's ingest key (`ahk_…`).
+        /// The app's ingest key (`ahk_…`) at launch; `updateIngestKey(_:)` replaces it.
         public var ingestKey: String
         /// The folder for the queue, the cached categories and the device token. Choose a folder in an App
         /// Group container (`Configuration.appGroupDirectory`) to share the queue with an extension.
@@ -63,11 +38,16 @@ public final class ActionHookClient: Sendable {
         public var retry: RetryPolicy
         /// The timeout of one request.
         public var requestTimeout: TimeInterval
+        /// How long the system-run upload of a reply waits before it may start: the app's own send, under
+        /// its background time, usually finishes first and cancels it.
+        public var backgroundUploadDelay: TimeInterval
 
         /// A configuration; the folder defaults to `Application Support/ActionHook`.
         public init(
             serverURL: URL, ingestKey: String, directory: URL? = nil, maxQueuedReplies: Int = 1_000,
-            maxQueueAge: TimeInterval = 7 * 86_400, retry: RetryPolicy = RetryPolicy(), requestTimeout: TimeInterval = 30
+            maxQueueAge: TimeInterval = 7 * 86_400, retry: RetryPolicy = RetryPolicy(),
+            requestTimeout: TimeInterval = 30,
+            backgroundUploadDelay: TimeInterval = 20
         ) {
             precondition(maxQueuedReplies > 0, "the queue must hold at least one reply")
             self.serverURL = serverURL
@@ -80,6 +60,7 @@ public final class ActionHookClient: Sendable {
             self.maxQueueAge = maxQueueAge
             self.retry = retry
             self.requestTimeout = requestTimeout
+            self.backgroundUploadDelay = backgroundUploadDelay
         }
 
         #if canImport(Darwin)
@@ -108,8 +89,14 @@ public final class ActionHookClient: Sendable {
 
     /// Opens the queue in the configured folder (creating it) and reads what earlier launches kept. Call
     /// `resume()` once the app has launched to send what is still queued.
+    ///
+    /// - Parameters:
+    ///   - backgroundUploads: the system's background transfers (`BackgroundURLSessionUploads` on Apple
+    ///     platforms); each queued reply is also scheduled there, and finished uploads reconcile with the queue.
+    ///   - backgroundActivity: background time while sending (`ApplicationBackgroundTasks` on iOS).
     public init(
         configuration: Configuration, transport: any HTTPTransport = URLSessionTransport(),
+        backgroundUploads: (any BackgroundUploading)? = nil, backgroundActivity: (any BackgroundActivity)? = nil,
         onEvent: @escaping @Sendable (ActionHookEvent) -> Void = { _ in }
     ) throws {
         self.configuration = configuration
@@ -117,13 +104,17 @@ public final class ActionHookClient: Sendable {
         categoriesFile = configuration.directory.appendingPathComponent("categories.json")
         deviceTokenFile = configuration.directory.appendingPathComponent("device-token")
         let decoder = JSONDecoder()
-        let categories = (try? Data(contentsOf: categoriesFile)).flatMap { try? decoder.decode(CategorySet.self, from: $0) }
+        let categories = (try? Data(contentsOf: categoriesFile)).flatMap {
+            try? decoder.decode(CategorySet.self, from: $0)
+        }
         let token = (try? String(contentsOf: deviceTokenFile, encoding: .utf8)).flatMap { $0.isEmpty ? nil : $0 }
         let state = Guarded(State(deviceToken: token, categories: categories))
         self.state = state
         courier = Courier(
-            configuration: configuration, queue: queue, transport: transport, onEvent: onEvent,
+            configuration: configuration, queue: queue, transport: transport, uploads: backgroundUploads,
+            activity: backgroundActivity, onEvent: onEvent,
             replyAgeLimit: { category in state.withLock { $0.categories?.category(category)?.maxReplyAgeSeconds } })
+        backgroundUploads?.start { [courier] result in courier.reconcile(result) }
     }
 
     // MARK: Device token
@@ -144,24 +135,36 @@ public final class ActionHookClient: Sendable {
         try? Data((hex ?? "").utf8).write(to: deviceTokenFile, options: .atomic)
     }
 
+    // MARK: Ingest key
+
+    /// The ingest key requests carry now.
+    public var ingestKey: String {
+        courier.ingestKey
+    }
+
+    /// Replaces the ingest key (after a rotation, or when `.paused` reported the key refused) and sends what
+    /// waits with it. Uploads the system was given with the old key are cancelled; the app sends them now.
+    public func updateIngestKey(_ key: String) {
+        courier.updateIngestKey(key)
+    }
+
     // MARK: Forwarding
 
     /// Queues `reply` on disk and starts sending it; returns once it is on disk. A reply without a device
-    /// token gets the one set with `setDeviceToken`.
+    /// token gets the one set with `setDeviceToken`. On the caller's thread this writes one small file (and,
+    /// with background uploads, schedules one); it never reads the queue.
     @discardableResult
     public func enqueue(_ reply: Reply) throws -> QueuedReply {
         var reply = reply
         if reply.deviceToken == nil { reply.deviceToken = deviceToken }
         let entry = try queue.append(reply)
-        // The cap holds as soon as a reply is added, not only when the send loop next looks: during a
-        // long Retry-After the folder would otherwise grow past it.
-        courier.trimToCap()
-        courier.kick()
+        courier.queued(entry)
         return entry
     }
 
-    /// Queues `reply`, then calls `completionHandler` at once: it is never held for the network. A reply
-    /// that cannot be written is reported as `.notQueued`.
+    /// Queues `reply`, starts sending it (holding background time, and scheduling its system-run upload),
+    /// then calls `completionHandler`: it is never held for the network. A reply that cannot be written is
+    /// reported as `.notQueued`.
     public func forward(_ reply: Reply, completionHandler: @escaping @Sendable () -> Void) {
         forward(reply)
         completionHandler()
@@ -176,12 +179,23 @@ public final class ActionHookClient: Sendable {
         }
     }
 
-    /// Starts sending what earlier launches left queued. Call it once the app has launched.
+    /// Sends what waits: what earlier launches left queued, or what waits for the network. Call it once the
+    /// app has launched and whenever it comes to the foreground; it also cancels system-run uploads of
+    /// replies no longer queued.
     public func resume() {
-        courier.kick()
+        courier.resume()
     }
 
-    /// Sends everything queued now, waiting through retries, and returns when the queue is empty.
+    /// Tells the client whether the network can be reached (from `NWPathMonitor`, see
+    /// `startNetworkPathMonitor()`): when it returns, what waits is sent at once, without counting the
+    /// attempts made while it was gone; while it is gone, a new reply does not cut the wait short.
+    public func networkPathChanged(isSatisfied: Bool) {
+        courier.networkPathChanged(isSatisfied: isSatisfied)
+    }
+
+    /// Sends everything queued now, waiting through retries, and returns when the queue is empty, when the
+    /// server refused the key (`.paused`), or when the calling task is cancelled: then sending stops (the
+    /// request in flight is cancelled, the reply stays queued) until the next `forward` or `resume()`.
     public func drain() async {
         await courier.drain()
     }
@@ -200,7 +214,7 @@ public final class ActionHookClient: Sendable {
         let cached = cachedCategories
         var request = URLRequest(url: configuration.serverURL.appendingPathComponent("v1/categories"))
         request.timeoutInterval = configuration.requestTimeout
-        request.setValue("Bearer " + configuration.ingestKey, forHTTPHeaderField: "Authorization")
+        request.setValue("Bearer " + ingestKey, forHTTPHeaderField: "Authorization")
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         request.cachePolicy = .reloadIgnoringLocalCacheData
         if let etag = cached?.etag { request.setValue(etag, forHTTPHeaderField: "If-None-Match") }
@@ -238,169 +252,6 @@ public final class ActionHookClient: Sendable {
         guard var cached else { throw ActionHookClientError.unavailable }
         cached.origin = .cached
         return cached
-    }
-}
-
-/// Sends the queue, one reply at a time, oldest first; one loop runs at a time.
-final class Courier: Sendable {
-    let configuration: ActionHookClient.Configuration
-    let queue: ReplyQueue
-    let transport: any HTTPTransport
-    private let onEvent: @Sendable (ActionHookEvent) -> Void
-    /// The `maxReplyAgeSeconds` of a category, from the categories kept on disk.
-    private let replyAgeLimit: @Sendable (String) -> Int?
-    private let loop = Guarded<Loop>(Loop())
-
-    private struct Loop {
-        var task: Task<Void, Never>?
-        /// Cancelled by `kick()` to try again early; nil while the server asked to wait (`Retry-After`, 5xx).
-        var interruptibleWait: Task<Void, Error>?
-        var attempts: [String: Int] = [:]
-        /// The reply being sent now; the cap never drops it (it may already be stored).
-        var sending: String?
-    }
-
-    init(
-        configuration: ActionHookClient.Configuration, queue: ReplyQueue, transport: any HTTPTransport,
-        onEvent: @escaping @Sendable (ActionHookEvent) -> Void, replyAgeLimit: @escaping @Sendable (String) -> Int?
-    ) {
-        self.configuration = configuration
-        self.queue = queue
-        self.transport = transport
-        self.onEvent = onEvent
-        self.replyAgeLimit = replyAgeLimit
-    }
-
-    func report(_ event: ActionHookEvent) {
-        onEvent(event)
-    }
-
-    /// Drops the oldest replies, reported as `.queueFull`, while the queue holds more than the cap; the
-    /// reply being sent is kept.
-    func trimToCap() {
-        var entries = queue.entries()
-        let sending = loop.withLock { $0.sending }
-        entries.removeAll { $0.reply.responseId == sending }
-        let keep = configuration.maxQueuedReplies - (sending == nil ? 0 : 1)
-        while entries.count > max(0, keep) {
-            drop(entries.removeFirst(), .queueFull)
-        }
-    }
-
-    /// Starts the loop, or cuts short a wait that followed a network error (the app is active again).
-    func kick() {
-        loop.withLock { state in
-            if state.task == nil {
-                state.task = Task { await self.run() }
-            } else {
-                state.interruptibleWait?.cancel()
-            }
-        }
-    }
-
-    /// Runs the loop until the queue is empty.
-    func drain() async {
-        kick()
-        while let task = loop.withLock({ $0.task }) {
-            await task.value
-        }
-    }
-
-    private enum Pass {
-        case empty
-        case wait(TimeInterval, interruptible: Bool)
-    }
-
-    private func run() async {
-        while true {
-            switch await pass() {
-            case .empty:
-                // The check and the hand-over happen under the lock: a reply queued after the check kicks a
-                // new loop.
-                let finished = loop.withLock { state -> Bool in
-                    guard queue.count == 0 else { return false }
-                    state.task = nil
-                    return true
-                }
-                if finished { return }
-            case .wait(let seconds, let interruptible):
-                let wait = Task { try await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1_000_000_000)) }
-                if interruptible { loop.withLock { $0.interruptibleWait = wait } }
-                _ = try? await wait.value
-                loop.withLock { $0.interruptibleWait = nil }
-            }
-        }
-    }
-
-    /// Sends queued replies in order until the queue is empty or one must wait.
-    private func pass() async -> Pass {
-        while true {
-            guard let entry = nextEntry() else { return .empty }
-            loop.withLock { $0.sending = entry.reply.responseId }
-            let outcome = await send(entry.reply)
-            loop.withLock { $0.sending = nil }
-            switch outcome {
-            case .delivered(let status):
-                queue.remove(entry)
-                loop.withLock { $0.attempts[entry.reply.responseId] = nil }
-                onEvent(.delivered(responseId: entry.reply.responseId, status: status))
-            case .refused(let status, let problem):
-                queue.remove(entry)
-                loop.withLock { $0.attempts[entry.reply.responseId] = nil }
-                onEvent(.refused(responseId: entry.reply.responseId, status: status, problem: problem))
-            case .retry(let status, let retryAfter):
-                let attempt = loop.withLock { state -> Int in
-                    state.attempts[entry.reply.responseId, default: 0] += 1
-                    return state.attempts[entry.reply.responseId]!
-                }
-                let delay = configuration.retry.delay(attempt: attempt, retryAfter: retryAfter)
-                onEvent(.retrying(responseId: entry.reply.responseId, attempt: attempt, status: status, delay: delay))
-                return .wait(delay, interruptible: status == nil)
-            }
-        }
-    }
-
-    /// The oldest reply worth sending, after dropping what the caps and age limits rule out.
-    private func nextEntry(now: Date = Date()) -> QueuedReply? {
-        var entries = queue.entries()
-        while entries.count > configuration.maxQueuedReplies {
-            drop(entries.removeFirst(), .queueFull)
-        }
-        while let first = entries.first {
-            if now.timeIntervalSince(first.queuedAt) > configuration.maxQueueAge {
-                drop(entries.removeFirst(), .queuedTooLong)
-            } else if let category = first.reply.categoryIdentifier, let limit = replyAgeLimit(category),
-                now.timeIntervalSince(first.reply.respondedAt) > TimeInterval(limit)
-            {
-                drop(entries.removeFirst(), .expired(maxReplyAgeSeconds: limit))
-            } else {
-                return first
-            }
-        }
-        return nil
-    }
-
-    private func drop(_ entry: QueuedReply, _ reason: DropReason) {
-        queue.remove(entry)
-        onEvent(.dropped(responseId: entry.reply.responseId, reason: reason))
-    }
-
-    private func send(_ reply: Reply) async -> DeliveryOutcome {
-        var request = URLRequest(url: configuration.serverURL.appendingPathComponent("v1/responses"))
-        request.httpMethod = "POST"
-        request.timeoutInterval = configuration.requestTimeout
-        request.setValue("Bearer " + configuration.ingestKey, forHTTPHeaderField: "Authorization")
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue(reply.responseId, forHTTPHeaderField: "Idempotency-Key")
-        request.httpBody = reply.ingestBody()
-        do {
-            let (body, response) = try await transport.send(request)
-            return DeliveryOutcome.classify(
-                status: response.statusCode, body: body,
-                retryAfterHeader: response.value(forHTTPHeaderField: "Retry-After"))
-        } catch {
-            return .retry(status: nil, retryAfter: nil)
-        }
     }
 }
 

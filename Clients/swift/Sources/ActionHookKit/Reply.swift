@@ -59,6 +59,51 @@ public struct Reply: Sendable, Hashable, Codable {
     }
 }
 
+extension Reply {
+    /// The reply an ingest body describes (as `ingestBody()` writes it): how the queue reads its files back.
+    public init(ingestBody data: Data) throws {
+        struct Body: Decodable {
+            var responseId: String
+            var actionIdentifier: String
+            var userText: String?
+            var categoryIdentifier: String?
+            var notificationIdentifier: String?
+            var userInfo: [String: JSONValue]
+            var deviceToken: String?
+            var respondedAt: String
+        }
+        let body = try JSONDecoder().decode(Body.self, from: data)
+        guard let respondedAt = Timestamp.date(from: body.respondedAt) else {
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(codingPath: [], debugDescription: "respondedAt is not an RFC 3339 time"))
+        }
+        self.init(
+            actionIdentifier: body.actionIdentifier, userText: body.userText,
+            categoryIdentifier: body.categoryIdentifier,
+            notificationIdentifier: body.notificationIdentifier, userInfo: body.userInfo, deviceToken: body.deviceToken,
+            respondedAt: respondedAt, responseId: body.responseId)
+    }
+
+    /// The `userInfo` key of what the sender says about the notification: an object whose `exp` member is the
+    /// time, in seconds since 1970, after which a reply to it must not act. Other members (the server's
+    /// notification id `n` and recipient `r`) are left to the server.
+    ///
+    /// ```json
+    /// {"aps": {"category": "garage", "alert": "Open the garage?"}, "actionhook": {"n": "…", "r": "…", "exp": 1795600120}}
+    /// ```
+    public static let notificationKey = "actionhook"
+
+    /// The deadline the notification carried in `userInfo["actionhook"]["exp"]` (the sender's expiry, or the
+    /// time it was sent plus its category's `maxReplyAgeSeconds`), if any. Past it the reply is dropped unsent,
+    /// whether or not categories were ever fetched.
+    public var deadline: Date? {
+        guard case .object(let members)? = userInfo[Self.notificationKey], case .number(let seconds)? = members["exp"],
+            seconds.isFinite, seconds > 0
+        else { return nil }
+        return Date(timeIntervalSince1970: seconds)
+    }
+}
+
 extension JSONValue {
     /// Compact JSON text with sorted keys.
     func encoded() -> Data {

@@ -61,14 +61,17 @@ public struct Problem: Sendable, Equatable, Codable {
 public enum DeliveryOutcome: Sendable, Equatable {
     /// 202 (stored now) or 200 (stored before: a replay). The reply leaves the queue.
     case delivered(status: Int)
-    /// A refusal that sending again cannot change: 400, 401, 410, 413, 415, 422. The reply leaves the queue.
+    /// A refusal of the reply itself that sending again cannot change: 400, 413, 415, 422 (its content) and
+    /// 410 (it is too old for its rule). The reply leaves the queue.
     case refused(status: Int, problem: Problem)
+    /// 401: the ingest key was refused, not the reply. The queue keeps it and pauses until a new key is set.
+    case keyRefused(problem: Problem)
     /// Worth another try: a network error, a timeout, 5xx, 409 (the first send is still in flight), 429,
     /// and any other status. `retryAfter` is the server's `Retry-After`, in seconds.
     case retry(status: Int?, retryAfter: TimeInterval?)
 
     /// The statuses after which a reply is removed without success.
-    public static let permanentStatuses: Set<Int> = [400, 401, 410, 413, 415, 422]
+    public static let permanentStatuses: Set<Int> = [400, 410, 413, 415, 422]
 
     /// Classifies an HTTP answer.
     public static func classify(status: Int, body: Data, retryAfterHeader: String?, now: Date = Date())
@@ -77,6 +80,8 @@ public enum DeliveryOutcome: Sendable, Equatable {
         switch status {
         case 200, 201, 202:
             return .delivered(status: status)
+        case 401:
+            return .keyRefused(problem: (try? JSONDecoder().decode(Problem.self, from: body)) ?? Problem())
         case _ where permanentStatuses.contains(status):
             let problem = (try? JSONDecoder().decode(Problem.self, from: body)) ?? Problem()
             return .refused(status: status, problem: problem)

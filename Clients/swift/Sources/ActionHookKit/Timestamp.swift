@@ -4,7 +4,21 @@ import Foundation
 enum Timestamp {
     /// `2026-11-25T10:00:00.123Z`: UTC with milliseconds.
     static func string(from date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        // From whole milliseconds: the format style truncates, and a time such as …514.304 (held as
+        // …514.30399…) would be written .303 and read back a millisecond early.
+        let millis = milliseconds(date)
+        let seconds = millis >= 0 ? millis / 1_000 : (millis - 999) / 1_000
+        let fraction = millis - seconds * 1_000
+        let whole = Date(timeIntervalSince1970: TimeInterval(seconds)).formatted(Date.ISO8601FormatStyle())
+        return whole.dropLast() + "." + String(fraction + 1_000).dropFirst() + "Z"
+    }
+
+    /// The time an RFC 3339 string with or without fractional seconds stands for, to the millisecond.
+    static func date(from string: String) -> Date? {
+        let parsed =
+            (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(string))
+            ?? (try? Date.ISO8601FormatStyle().parse(string))
+        return parsed.map { milliseconds(milliseconds($0)) }
     }
 
     /// Whole milliseconds since 1970: how the queue keeps times, so a time read back equals the one written.

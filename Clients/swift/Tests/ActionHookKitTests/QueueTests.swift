@@ -60,8 +60,8 @@ struct QueueTests {
         #expect(keys.count == 1)
     }
 
-    @Test("statuses: 2xx delivers; 400, 401, 410, 413, 415, 422 refuse for good; 409, 429, 5xx retry", arguments: [
-        (202, "delivered"), (200, "delivered"), (400, "refused"), (401, "refused"), (410, "refused"), (413, "refused"),
+    @Test("statuses: 2xx delivers; 400, 410, 413, 415, 422 refuse the reply; 401 refuses the key; 409, 429, 5xx retry", arguments: [
+        (202, "delivered"), (200, "delivered"), (400, "refused"), (401, "key"), (410, "refused"), (413, "refused"),
         (415, "refused"), (422, "refused"), (409, "retry"), (429, "retry"), (500, "retry"), (502, "retry"),
         (503, "retry"), (504, "retry"), (408, "retry"),
     ])
@@ -70,6 +70,7 @@ struct QueueTests {
         switch outcome {
         case .delivered: #expect(kind == "delivered")
         case .refused: #expect(kind == "refused")
+        case .keyRefused: #expect(kind == "key")
         case .retry: #expect(kind == "retry")
         }
     }

@@ -63,7 +63,11 @@
             for option in options {
                 switch option {
                 case "customDismissAction": result.insert(.customDismissAction)
-                case "allowInCarPlay": result.insert(.allowInCarPlay)
+                case "allowInCarPlay":
+                    // Not in macOS's UserNotifications (iOS, watchOS and visionOS have it).
+                    #if !os(macOS)
+                        result.insert(.allowInCarPlay)
+                    #endif
                 case "hiddenPreviewsShowTitle": result.insert(.hiddenPreviewsShowTitle)
                 case "hiddenPreviewsShowSubtitle": result.insert(.hiddenPreviewsShowSubtitle)
                 case "allowAnnouncement": result.insert(.allowAnnouncement)

@@ -1,0 +1,37 @@
+import Foundation
+
+/// What happened to a queued reply, reported to the app's `onEvent` callback.
+///
+/// Events carry the reply's `responseId` and statuses, never its text, `userInfo` or the ingest key. Each reply
+/// ends in exactly one of `.delivered`, `.refused` or `.dropped`, also when an app and its extension share the
+/// queue: only the process whose removal of the reply's file succeeds reports it.
+public enum ActionHookEvent: Sendable, Equatable {
+    /// The server stored the reply (202) or had stored it before (200, a replay). It left the queue.
+    case delivered(responseId: String, status: Int)
+    /// The server refused the reply itself for good (400, 410, 413, 415, 422). It left the queue.
+    case refused(responseId: String, status: Int, problem: Problem)
+    /// The reply was removed without being sent.
+    case dropped(responseId: String, reason: DropReason)
+    /// Sending failed and will be tried again after `delay` seconds; `status` is nil for a network error.
+    case retrying(responseId: String, attempt: Int, status: Int?, delay: TimeInterval)
+    /// The reply could not be written to the queue (the disk is full or the folder cannot be written).
+    case notQueued(responseId: String)
+    /// The server refused the ingest key (401: revoked or mistyped). Every reply stays queued and nothing is
+    /// sent until the app sets a key with `updateIngestKey(_:)`. Reported once per pause.
+    case paused(status: Int, problem: Problem)
+    /// A file in the queue held no reply (empty, truncated, or not a reply's JSON). It was moved to
+    /// `queue/damaged/`, is not tried again, and is reported once.
+    case damaged(file: String)
+}
+
+/// Why a reply was dropped from the queue unsent.
+public enum DropReason: Sendable, Equatable {
+    /// The queue held `maxQueuedReplies`; the oldest reply made room.
+    case queueFull
+    /// The reply waited longer than `maxQueueAge`.
+    case queuedTooLong
+    /// The reply is older than its category's `maxReplyAgeSeconds`: the server would refuse it with 410.
+    case expired(maxReplyAgeSeconds: Int)
+    /// The deadline the notification carried (`userInfo["actionhook"]["exp"]`) has passed.
+    case pastDeadline(Date)
+}

@@ -1,0 +1,1 @@
+../../Sources/ActionHookKit/URLSession/BackgroundURLSessionUploads.swift

@@ -1,0 +1,1 @@
+../../Sources/ActionHookKit/Network/NetworkPathMonitor.swift
