@@ -35,11 +35,14 @@ bench-client: ## ActionHookKit's queue: forward at depth 1,000 vs 0, draining 1,
 faults: ## The reliability faults R1-R10 and the slow-client attack F3 at full size (bench/faults.sh)
 	bash bench/faults.sh
 
-format: ## Format the Swift sources in place
+format: ## Format the Swift sources and the console's JavaScript in place
 	swift format -i -r $(SWIFT_FORMAT_PATHS)
+	bash scripts/install-deps.sh --ci >/dev/null
+	.build-tools/venv/bin/js-beautify $$(cat scripts/js-beautify.options) -r Sources/ActionHookConsole/Assets/*.js
 
-lint: ## Check formatting; fails on any finding
-	swift format lint -r -s $(SWIFT_FORMAT_PATHS)
+lint: ## Formatting (swift format, js-beautify) and shellcheck; fails on any finding, as CI does
+	bash scripts/check-format.sh
+	bash scripts/check-shell.sh
 
 stop-db: ## Stop the local PostgreSQL, keeping its data
 	bash scripts/pg-local.sh stop $(DEV_PG_DIR)

@@ -227,7 +227,8 @@ public struct ApplyPlan: Sendable {
         guard appExists && configurationChanges else { return }
         try check(
             client.send(
-                "PUT", AdminClient.path("apps", file.appID, "config", query: "dryRun=true"), body: body, headers: [("If-Match", etag)]))
+                "PUT", AdminClient.path("apps", file.appID, "config", query: "dryRun=true"), body: body,
+                headers: [("If-Match", etag)]))
     }
 
     /// Carries the plan out: the configuration is checked on the server first (with the tag it was read

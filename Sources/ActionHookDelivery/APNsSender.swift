@@ -92,10 +92,11 @@ public final class APNsSender: Sendable {
                 let response = try await client.execute(request, timeout: .seconds(15))
                 let status = Int(response.status.code)
                 let answer = try? await response.body.collect(upTo: 16 * 1024)
-                let reason = answer.flatMap { buffer -> String? in
-                    let bytes = Array(buffer.readableBytesView)
-                    return (try? JSONParser.parse(bytes))?.value(atPath: "reason")?.stringValue
-                } ?? "http_\(status)"
+                let reason =
+                    answer.flatMap { buffer -> String? in
+                        let bytes = Array(buffer.readableBytesView)
+                        return (try? JSONParser.parse(bytes))?.value(atPath: "reason")?.stringValue
+                    } ?? "http_\(status)"
                 switch status {
                 case 200:
                     return .delivered(httpStatus: status)

@@ -297,12 +297,14 @@ public final class OutboxWorker: Sendable {
             var label = completion.record.label
             if let recorded, !recorded.contains(claim.id) {
                 label = .leaseLost
-                logger.notice("attempt result discarded: the claim was taken over", metadata: ["followup": "\(claim.id)"])
+                logger.notice(
+                    "attempt result discarded: the claim was taken over", metadata: ["followup": "\(claim.id)"])
             } else if recorded == nil {
                 label = .unrecorded
             }
             let duration = completion.attempt.duration
-            let latency = claim.lateness + Double(duration.components.seconds)
+            let latency =
+                claim.lateness + Double(duration.components.seconds)
                 + Double(duration.components.attoseconds) / 1e18
             observer?.attemptFinished(channel: claim.channel, result: label, latency: latency)
         }

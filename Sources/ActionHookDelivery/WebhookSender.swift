@@ -61,7 +61,8 @@ public final class WebhookSender: Sendable {
             case 300..<400: return .retryable(httpStatus: status, errorClass: "redirect")
             default: return .retryable(httpStatus: status, errorClass: "http_\(status)")
             }
-        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout
+        } catch let error as HTTPClientError
+            where error == .deadlineExceeded || error == .readTimeout
             || error == .connectTimeout
         {
             return .retryable(httpStatus: nil, errorClass: "timeout")

@@ -1,6 +1,6 @@
-import Foundation
 import ActionHookCore
 import ActionHookDelivery
+import Foundation
 import Logging
 import MicroHTTPD
 import Postgres
@@ -61,7 +61,8 @@ public struct Configuration: Sendable {
         http: HTTPServerConfiguration = HTTPServerConfiguration(), database: PostgresConfiguration,
         poolSize: Int? = nil, adminToken: String? = nil, logLevel: Logger.Level = .info, logFormat: LogFormat = .text,
         shutdownGraceSeconds: Int = 10, rateLimitPerSecond: Int = 1000, deviceRateLimitPerSecond: Int = 10,
-        ingestWriters: Int = 2, ingestBatchMax: Int = 128, workerEnabled: Bool = true, worker: WorkerConfiguration = WorkerConfiguration(), webhookTimeoutSeconds: Int = 10,
+        ingestWriters: Int = 2, ingestBatchMax: Int = 128, workerEnabled: Bool = true,
+        worker: WorkerConfiguration = WorkerConfiguration(), webhookTimeoutSeconds: Int = 10,
         allowPrivateWebhooks: Bool = false, apnsURL: String? = nil, apnsCAFile: String? = nil,
         ingestDeadlineMilliseconds: Int? = nil
     ) {
@@ -118,7 +119,8 @@ public struct Configuration: Sendable {
         let ingestDeadline = try reader.integer("ACTIONHOOK_INGEST_DEADLINE_MS", default: 1500, in: 100...3_600_000)
         let ingestWriters = try reader.integer("ACTIONHOOK_INGEST_WRITERS", default: 2, in: 1...64)
         let poolSize = try reader.integer(
-            "ACTIONHOOK_DB_POOL_SIZE", default: Self.defaultPoolSize(httpThreads: http.threads, ingestWriters: ingestWriters),
+            "ACTIONHOOK_DB_POOL_SIZE",
+            default: Self.defaultPoolSize(httpThreads: http.threads, ingestWriters: ingestWriters),
             in: 1...1000)
 
         let token = environment["ACTIONHOOK_ADMIN_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
@@ -138,8 +140,10 @@ public struct Configuration: Sendable {
         let idempotencyTTL = try reader.integer("ACTIONHOOK_IDEMPOTENCY_TTL_HOURS", default: 24, in: 1...8760)
         let workerEnabled = try reader.choice("ACTIONHOOK_WORKER", default: true, choices: ["1": true, "0": false])
         var worker = WorkerConfiguration()
-        worker.concurrency = try reader.integer("ACTIONHOOK_WORKER_CONCURRENCY", default: worker.concurrency, in: 1...10_000)
-        worker.leaseSeconds = try reader.integer("ACTIONHOOK_WORKER_LEASE_SECONDS", default: worker.leaseSeconds, in: 5...3600)
+        worker.concurrency = try reader.integer(
+            "ACTIONHOOK_WORKER_CONCURRENCY", default: worker.concurrency, in: 1...10_000)
+        worker.leaseSeconds = try reader.integer(
+            "ACTIONHOOK_WORKER_LEASE_SECONDS", default: worker.leaseSeconds, in: 5...3600)
         worker.pollInterval = .milliseconds(
             try reader.integer("ACTIONHOOK_WORKER_POLL_MS", default: 1000, in: 10...60_000))
         if let text = environment["ACTIONHOOK_RETRY_SCHEDULE"], !text.isEmpty {
@@ -152,13 +156,16 @@ public struct Configuration: Sendable {
         let webhookTimeout = try reader.integer("ACTIONHOOK_WEBHOOK_TIMEOUT_SECONDS", default: 10, in: 1...120)
         let allowPrivate = try reader.choice(
             "ACTIONHOOK_ALLOW_PRIVATE_WEBHOOKS", default: false, choices: ["1": true, "0": false])
-        let apnsURL = try environment["ACTIONHOOK_APNS_URL"].flatMap { $0.isEmpty ? nil : $0 }.map { url throws(ConfigurationError) in
-            guard let scheme = URLComponents(string: url)?.scheme?.lowercased(), ["https", "http"].contains(scheme) else {
+        let apnsURL = try environment["ACTIONHOOK_APNS_URL"].flatMap { $0.isEmpty ? nil : $0 }.map {
+            url throws(ConfigurationError) in
+            guard let scheme = URLComponents(string: url)?.scheme?.lowercased(), ["https", "http"].contains(scheme)
+            else {
                 throw ConfigurationError(variable: "ACTIONHOOK_APNS_URL", problem: "must be an https URL")
             }
             return url.hasSuffix("/") ? String(url.dropLast()) : url
         }
-        let apnsCAFile = try environment["ACTIONHOOK_APNS_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 }.map { path throws(ConfigurationError) in
+        let apnsCAFile = try environment["ACTIONHOOK_APNS_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 }.map {
+            path throws(ConfigurationError) in
             guard FileManager.default.isReadableFile(atPath: path) else {
                 throw ConfigurationError(variable: "ACTIONHOOK_APNS_CA_FILE", problem: "must name a readable PEM file")
             }
@@ -168,7 +175,8 @@ public struct Configuration: Sendable {
         var configuration = Configuration(
             http: http, database: database, poolSize: poolSize, adminToken: token, logLevel: level, logFormat: format,
             shutdownGraceSeconds: grace, rateLimitPerSecond: rate, deviceRateLimitPerSecond: deviceRate,
-            ingestWriters: ingestWriters, ingestBatchMax: ingestBatchMax, workerEnabled: workerEnabled, worker: worker, webhookTimeoutSeconds: webhookTimeout,
+            ingestWriters: ingestWriters, ingestBatchMax: ingestBatchMax, workerEnabled: workerEnabled, worker: worker,
+            webhookTimeoutSeconds: webhookTimeout,
             allowPrivateWebhooks: allowPrivate, apnsURL: apnsURL, apnsCAFile: apnsCAFile,
             ingestDeadlineMilliseconds: ingestDeadline)
         configuration.clockSkewSeconds = clockSkew
@@ -210,7 +218,8 @@ struct EnvironmentReader {
     func choice<T>(_ name: String, default value: T, choices: [String: T]) throws(ConfigurationError) -> T {
         guard let text = environment[name], !text.isEmpty else { return value }
         guard let chosen = choices[text.lowercased()] else {
-            throw ConfigurationError(variable: name, problem: "must be one of \(choices.keys.sorted().joined(separator: ", "))")
+            throw ConfigurationError(
+                variable: name, problem: "must be one of \(choices.keys.sorted().joined(separator: ", "))")
         }
         return chosen
     }

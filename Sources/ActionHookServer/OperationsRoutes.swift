@@ -16,7 +16,8 @@ struct OperationsRoutes {
         router.add(.get, "/readyz") { _ in readiness() }
         router.add(.get, "/metrics") { _ in
             recordPoolStatistics()
-            return .text(200, String(decoding: metrics.render(), as: UTF8.self), contentType: "text/plain; version=0.0.4")
+            return .text(
+                200, String(decoding: metrics.render(), as: UTF8.self), contentType: "text/plain; version=0.0.4")
         }
     }
 

@@ -80,7 +80,8 @@ public final class ActionHookService: Sendable {
         let idempotencyWindow = Duration.seconds(configuration.idempotencyTTLHours * 3600)
         sweeper = IdempotencyKeySweeper(pool: longPool, window: idempotencyWindow, logger: logger)
         let batcher = IngestBatcher(
-            writer: IngestWriter(pool: pool, idempotencyWindow: idempotencyWindow), writers: configuration.ingestWriters,
+            writer: IngestWriter(pool: pool, idempotencyWindow: idempotencyWindow),
+            writers: configuration.ingestWriters,
             maxBatch: configuration.ingestBatchMax,
             answerDeadline: configuration.ingestDeadlineMilliseconds.map { .milliseconds($0) },
             observer: metrics.ingestBatchWritten)

@@ -1,9 +1,9 @@
 import ActionHookCore
 import ActionHookDelivery
 import CoreMetrics
+import Locks
 import MicroHTTPD
 import Prometheus
-import Locks
 
 /// The service's metrics, on a registry of its own so that several services (tests) can run in
 /// one process, exported in Prometheus text format.
@@ -101,8 +101,10 @@ extension ServiceMetrics {
 extension ServiceMetrics: DeliveryObserver {
     /// Counts attempts by channel and result and times delivery latency (due → done) by channel.
     public func attemptFinished(channel: FollowUpChannel, result: DeliveryResultLabel, latency: Double) {
-        counter("actionhook_deliveries_total", dimensions: [("channel", channel.rawValue), ("result", result.rawValue)])
-            .increment()
+        counter(
+            "actionhook_deliveries_total", dimensions: [("channel", channel.rawValue), ("result", result.rawValue)]
+        )
+        .increment()
         CoreMetrics.Timer(
             label: "actionhook_delivery_latency_seconds", dimensions: [("channel", channel.rawValue)], factory: factory
         ).recordNanoseconds(Int64(max(0, latency) * 1e9))

@@ -49,8 +49,10 @@ public struct AdminTokenStore: Sendable {
     /// Every token, newest first.
     public func list() throws -> [AdminTokenInfo] {
         try pool.withConnection { connection in
-            try connection.query("SELECT id, name, created_at, revoked_at FROM admin_tokens ORDER BY created_at DESC, id")
-                .map(Self.decode)
+            try connection.query(
+                "SELECT id, name, created_at, revoked_at FROM admin_tokens ORDER BY created_at DESC, id"
+            )
+            .map(Self.decode)
         }
     }
 

@@ -66,10 +66,11 @@ public struct CategoryStore: Sendable {
         let rows = try pool.withConnection { connection in
             try connection.query("SELECT id, definition FROM categories WHERE app_id = \(appID)")
         }
-        return Dictionary(uniqueKeysWithValues: try rows.map { row in
-            let category = try Self.decode(row)
-            return (category.id, category)
-        })
+        return Dictionary(
+            uniqueKeysWithValues: try rows.map { row in
+                let category = try Self.decode(row)
+                return (category.id, category)
+            })
     }
 
     static func decode(_ row: PostgresRow) throws -> NotificationCategory {

@@ -32,10 +32,11 @@ public struct FollowUpStore: Sendable {
         var next: String?
         if rows.count > page.limit {
             let last = rows[page.limit - 1]
-            next = Cursor([
-                try last.decode("created_at_text", as: String.self),
-                try last.decode("id", as: UUID.self).lowercasedString,
-            ]).encoded
+            next =
+                Cursor([
+                    try last.decode("created_at_text", as: String.self),
+                    try last.decode("id", as: UUID.self).lowercasedString,
+                ]).encoded
         }
         return Page(items: items, nextCursor: next)
     }

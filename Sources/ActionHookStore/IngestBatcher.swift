@@ -125,7 +125,8 @@ public final class IngestBatcher: Sendable {
         while true {
             let taken = state.wait(
                 for: { state in
-                    let ready = !state.loop.isRunning
+                    let ready =
+                        !state.loop.isRunning
                         || (!state.queue.isEmpty
                             && (continuing || state.busy == 0 || state.queue.count >= concurrentBatchMinimum))
                     continuing = false

@@ -58,8 +58,8 @@ struct IngestStatements {
         }
         // A key stored before (which only a lookup would have found) fails the statement like a
         // unique violation, so the transaction rolls back with nothing of the batch written.
-        statements.append((
-            """
+        statements.append(
+            ("""
             WITH inserted AS (
                 INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
                     category_identifier, notification_identifier, user_text, user_info, device_token,
@@ -110,8 +110,8 @@ struct IngestStatements {
         }
         // The workers of every instance are told which apps have new follow-ups (delivered at commit).
         if followUps.count > 0 {
-            statements.append((
-                """
+            statements.append(
+                ("""
                 WITH inserted AS (
                     INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze,
                         notification_identifier, device_token, payload, due_at, status)
@@ -136,33 +136,28 @@ struct IngestStatements {
     /// lookups anew costs more than running them at low load. Each prepared lookup has one index
     /// that matches all its keys (the test `plansSurviveGrowth` checks which); the idempotency lookup,
     /// which has two candidates and runs only after a replay, is planned each time.
-    static let planSettings = (
-        """
-        SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
-            set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)
-        """ as PostgresQuery
-    ).prepared
+    static let planSettings =
+        ("""
+    SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
+        set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)
+    """ as PostgresQuery).prepared
 
     /// Each key's advisory lock (tried, never waited for), with its position and the transaction's clock.
     static func keyLocks(_ lockTexts: [String]) -> PostgresQuery {
-        (
-            """
-            SELECT k.ordinality::int AS position, pg_try_advisory_xact_lock(hashtextextended(k.key, 0)) AS locked,
-                now() AS now
-            FROM unnest(\(lockTexts)::text[]) WITH ORDINALITY AS k(key, ordinality)
-            ORDER BY k.ordinality
-            """ as PostgresQuery
-        ).prepared
+        ("""
+        SELECT k.ordinality::int AS position, pg_try_advisory_xact_lock(hashtextextended(k.key, 0)) AS locked,
+            now() AS now
+        FROM unnest(\(lockTexts)::text[]) WITH ORDINALITY AS k(key, ordinality)
+        ORDER BY k.ordinality
+        """ as PostgresQuery).prepared
     }
 
     /// Each app's lock, shared (class 1): the apps returned are not being deleted.
     static func appLocks(_ apps: [String]) -> PostgresQuery {
-        (
-            """
-            SELECT a.app_id FROM unnest(\(apps)::text[]) AS a(app_id)
-            WHERE pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(a.app_id))
-            """ as PostgresQuery
-        ).prepared
+        ("""
+        SELECT a.app_id FROM unnest(\(apps)::text[]) AS a(app_id)
+        WHERE pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(a.app_id))
+        """ as PostgresQuery).prepared
     }
 
     /// The apps of the batch that still exist.
@@ -186,15 +181,15 @@ struct IngestStatements {
 
     /// Snoozes already given for each (app, notification) the batch snoozes.
     static func snoozeCounts(_ notifications: [AppScoped]) -> PostgresQuery {
-        let apps = notifications.map(\.appID), names = notifications.map(\.name)
-        return (
-            """
-            SELECT k.app_id, k.notification,
-                (SELECT count(*) FROM responses r WHERE r.app_id = k.app_id
-                    AND r.notification_identifier = k.notification AND r.outcome = 'snoozed')::int AS snoozes
-            FROM unnest(\(apps)::text[], \(names)::text[]) AS k(app_id, notification)
-            """ as PostgresQuery
-        ).prepared
+        let apps = notifications.map(\.appID)
+        let names = notifications.map(\.name)
+        return
+            ("""
+        SELECT k.app_id, k.notification,
+            (SELECT count(*) FROM responses r WHERE r.app_id = k.app_id
+                AND r.notification_identifier = k.notification AND r.outcome = 'snoozed')::int AS snoozes
+        FROM unnest(\(apps)::text[], \(names)::text[]) AS k(app_id, notification)
+        """ as PostgresQuery).prepared
     }
 
     /// Snooze re-deliveries still pending for each (app, notification) the batch answers otherwise.
@@ -203,19 +198,19 @@ struct IngestStatements {
     /// due index (partial on that status) a candidate, and a plan made on a truncated table, where
     /// every index looks as cheap, took it and read every pending follow-up of the app per key.
     static func pendingSnoozes(_ notifications: [AppScoped]) -> PostgresQuery {
-        let apps = notifications.map(\.appID), names = notifications.map(\.name)
-        return (
-            """
-            SELECT s.app_id, s.id, s.notification_identifier
-            FROM unnest(\(apps)::text[], \(names)::text[]) AS k(app_id, notification)
-            CROSS JOIN LATERAL (
-                SELECT f.app_id, f.id, f.notification_identifier, f.status FROM followups f
-                WHERE f.app_id = k.app_id AND f.notification_identifier = k.notification AND f.is_snooze
-                OFFSET 0
-            ) AS s
-            WHERE s.status IN ('pending', 'retrying')
-            """ as PostgresQuery
-        ).prepared
+        let apps = notifications.map(\.appID)
+        let names = notifications.map(\.name)
+        return
+            ("""
+        SELECT s.app_id, s.id, s.notification_identifier
+        FROM unnest(\(apps)::text[], \(names)::text[]) AS k(app_id, notification)
+        CROSS JOIN LATERAL (
+            SELECT f.app_id, f.id, f.notification_identifier, f.status FROM followups f
+            WHERE f.app_id = k.app_id AND f.notification_identifier = k.notification AND f.is_snooze
+            OFFSET 0
+        ) AS s
+        WHERE s.status IN ('pending', 'retrying')
+        """ as PostgresQuery).prepared
     }
 
     /// Gives up keys stored before the idempotency window, before the insert that reuses them.

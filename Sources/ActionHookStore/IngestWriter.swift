@@ -57,7 +57,9 @@ public struct IngestWriter: Sendable {
             return try pool.pipelinedTransaction { send in
                 try IngestTransaction(items: items, lookingUp: false, window: idempotencyWindow).run(send: send)
             }
-        } catch let error as PostgresError where error.isUniqueViolation && error.constraint == Self.idempotencyConstraint {
+        } catch let error as PostgresError
+            where error.isUniqueViolation && error.constraint == Self.idempotencyConstraint
+        {
             return try pool.pipelinedTransaction { send in
                 try IngestTransaction(items: items, lookingUp: true, window: idempotencyWindow).run(send: send)
             }
@@ -101,8 +103,10 @@ struct IngestTransaction {
         let apps = Array(Set(candidates.map { items[$0].appID })).sorted()
         // The notifications this batch snoozes (their earlier snoozes are counted) and those it answers
         // otherwise (their pending snoozes are cancelled).
-        var snoozing: [AppScoped] = [], answering: [AppScoped] = []
-        var snoozingSeen = Set<AppScoped>(), answeringSeen = Set<AppScoped>()
+        var snoozing: [AppScoped] = []
+        var answering: [AppScoped] = []
+        var snoozingSeen = Set<AppScoped>()
+        var answeringSeen = Set<AppScoped>()
         for index in candidates {
             let item = items[index]
             guard let notification = Self.notification(item) else { continue }
@@ -121,7 +125,8 @@ struct IngestTransaction {
         let keyLocks = reads.add(IngestStatements.keyLocks(candidates.map { Self.key(items[$0]).lockText }))
         let appLocks = reads.add(IngestStatements.appLocks(apps))
         let appsPresent = reads.add(IngestStatements.existingApps(apps))
-        let storedResponses = lookingUp
+        let storedResponses =
+            lookingUp
             ? reads.add(
                 IngestStatements.storedResponses(
                     apps: candidates.map { items[$0].appID }, keys: candidates.map { items[$0].idempotencyKey }))

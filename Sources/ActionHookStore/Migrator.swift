@@ -46,13 +46,16 @@ public struct Migrator: Sendable {
                 )
                 """)
             let applied = Set(
-                try connection.query("SELECT version FROM schema_migrations").map { try $0.decode("version", as: Int.self) })
+                try connection.query("SELECT version FROM schema_migrations").map {
+                    try $0.decode("version", as: Int.self)
+                })
             var newlyApplied: [Int] = []
             for migration in migrations where !applied.contains(migration.version) {
                 try connection.transaction { transaction in
                     try transaction.executeScript(unsafeSQL: migration.sql)
                     try transaction.execute(
-                        "INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))")
+                        "INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))"
+                    )
                 }
                 logger.info("applied migration", metadata: ["migration": "\(migration.name)"])
                 newlyApplied.append(migration.version)

@@ -5,7 +5,9 @@ import Postgres
 
 extension FinishedAttempt {
     /// The columns the result sets: the follow-up's new status and the attempt's row.
-    var row: (status: String, retryAfterMilliseconds: Int?, httpStatus: Int?, errorClass: String?, attemptResult: String) {
+    var row:
+        (status: String, retryAfterMilliseconds: Int?, httpStatus: Int?, errorClass: String?, attemptResult: String)
+    {
         switch result {
         case .delivered(let code):
             return ("delivered", nil, code, nil, "delivered")
@@ -93,28 +95,26 @@ public struct OutboxStore: Outbox {
     // went through `followups_by_status` and read every entry of the app for each row (0.5 ms a row
     // at 20,000 queued).
     static func claimBatch(limit: Int, leaseSeconds: Int, token: UUID) -> PostgresQuery {
-        (
-            """
-            WITH due AS (
-                SELECT ctid AS row FROM followups
-                WHERE status IN ('pending', 'retrying') AND due_at <= now()
-                ORDER BY due_at
-                LIMIT \(limit)
-                FOR UPDATE SKIP LOCKED
-            )
-            UPDATE followups f
-            SET status = 'running', attempt = f.attempt + 1,
-                lease_until = now() + make_interval(secs => \(leaseSeconds)), lease_token = \(token), updated_at = now()
-            FROM due
-            WHERE f.ctid = due.row
-            RETURNING f.app_id, f.id, f.attempt, f.channel, f.payload, f.ctid::text AS row, f.due_at,
-                extract(epoch FROM now() - f.due_at)::float8 AS lateness,
-                f.channel = 'apns' AND EXISTS (
-                    SELECT 1 FROM devices d
-                    WHERE d.app_id = f.app_id AND d.token = f.payload ->> 'deviceToken' AND d.status = 'dead'
-                ) AS device_dead
-            """ as PostgresQuery
-        ).prepared
+        ("""
+        WITH due AS (
+            SELECT ctid AS row FROM followups
+            WHERE status IN ('pending', 'retrying') AND due_at <= now()
+            ORDER BY due_at
+            LIMIT \(limit)
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE followups f
+        SET status = 'running', attempt = f.attempt + 1,
+            lease_until = now() + make_interval(secs => \(leaseSeconds)), lease_token = \(token), updated_at = now()
+        FROM due
+        WHERE f.ctid = due.row
+        RETURNING f.app_id, f.id, f.attempt, f.channel, f.payload, f.ctid::text AS row, f.due_at,
+            extract(epoch FROM now() - f.due_at)::float8 AS lateness,
+            f.channel = 'apns' AND EXISTS (
+                SELECT 1 FROM devices d
+                WHERE d.app_id = f.app_id AND d.token = f.payload ->> 'deviceToken' AND d.status = 'dead'
+            ) AS device_dead
+        """ as PostgresQuery).prepared
     }
 
     /// Gives back the running rows of claims whose answer was lost, due again at once, as a release
@@ -146,9 +146,18 @@ public struct OutboxStore: Outbox {
     @discardableResult
     public func finish(_ attempts: [FinishedAttempt]) throws -> Set<UUID> {
         guard !attempts.isEmpty else { return [] }
-        var apps: [String] = [], ids: [UUID] = [], rowIDs: [String] = [], numbers: [Int] = []
-        var statuses: [String] = [], errors: [String] = [], retries: [Int] = [], httpStatuses: [Int] = []
-        var results: [String] = [], started: [Int] = [], durations: [Int] = [], due: [Int] = []
+        var apps: [String] = []
+        var ids: [UUID] = []
+        var rowIDs: [String] = []
+        var numbers: [Int] = []
+        var statuses: [String] = []
+        var errors: [String] = []
+        var retries: [Int] = []
+        var httpStatuses: [Int] = []
+        var results: [String] = []
+        var started: [Int] = []
+        var durations: [Int] = []
+        var due: [Int] = []
         for attempt in attempts {
             let row = attempt.row
             apps.append(attempt.claim.appID)
@@ -164,8 +173,9 @@ public struct OutboxStore: Outbox {
             started.append(Int((attempt.startedAt.timeIntervalSince1970 * 1000).rounded()))
             due.append(Int((attempt.claim.dueAt.timeIntervalSince1970 * 1000).rounded()))
             durations.append(
-                Int(attempt.duration.components.seconds * 1000
-                    + attempt.duration.components.attoseconds / 1_000_000_000_000_000))
+                Int(
+                    attempt.duration.components.seconds * 1000
+                        + attempt.duration.components.attoseconds / 1_000_000_000_000_000))
         }
         let rows = try pool.pinned(
             Self.planSettings,
@@ -182,13 +192,12 @@ public struct OutboxStore: Outbox {
     /// whatever the statistics say. Left to them, right after a burst of ingest the planner took
     /// `followups_by_status` and walked every dead entry of it for each row (0.08 → 2.4 ms a call
     /// over 20,000 deliveries); a generic plan made once per connection also skips planning each batch.
-    static let planSettings = (
-        """
-        SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
-            set_config('enable_bitmapscan', 'off', true), set_config('enable_hashjoin', 'off', true),
-            set_config('enable_mergejoin', 'off', true)
-        """ as PostgresQuery
-    ).prepared
+    static let planSettings =
+        ("""
+    SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
+        set_config('enable_bitmapscan', 'off', true), set_config('enable_hashjoin', 'off', true),
+        set_config('enable_mergejoin', 'off', true)
+    """ as PostgresQuery).prepared
 
     // One statement: the fenced update of every row still ours, and an attempt row for each of them.
     // Rows can be reached by the ctid their claim returned (a TID scan; see `ClaimedFollowUp.row`)
@@ -199,37 +208,35 @@ public struct OutboxStore: Outbox {
         apps: [String], ids: [UUID], rows: [String], attempts: [Int], statuses: [String], errors: [String],
         retries: [Int], httpStatuses: [Int], results: [String], started: [Int], durations: [Int], due: [Int]
     ) -> PostgresQuery {
-        (
-            """
-            WITH batch AS (
-                SELECT * FROM unnest(\(apps)::text[], \(ids)::uuid[], \(rows)::tid[], \(attempts)::int[],
-                    \(statuses)::text[], \(errors)::text[], \(retries)::int[], \(httpStatuses)::int[],
-                    \(results)::text[], \(started)::bigint[], \(durations)::int[], \(due)::bigint[])
-                    AS b(app_id, id, row, attempt, status, error_class, retry_ms, http_status, result, started_ms,
-                        duration_ms, due_ms)
-            ),
-            updated AS (
-                UPDATE followups f
-                SET status = b.status, lease_until = NULL, updated_at = now(), last_error = nullif(b.error_class, ''),
-                    due_at = CASE WHEN b.retry_ms < 0 THEN f.due_at
-                        ELSE now() + make_interval(secs => b.retry_ms / 1000.0) END
-                FROM batch b
-                WHERE f.ctid = b.row AND f.app_id = b.app_id AND f.id = b.id AND f.attempt = b.attempt
-                    AND f.status = 'running'
-                RETURNING f.app_id, f.id, f.attempt, b.result, b.http_status, b.error_class, b.started_ms, b.duration_ms,
-                    b.due_ms
-            ),
-            recorded AS (
-                INSERT INTO delivery_attempts (app_id, followup_id, attempt, started_at, finished_at, result,
-                    http_status, error_class, duration_ms, due_at)
-                SELECT app_id, id, attempt, to_timestamp(started_ms / 1000.0), now(), result,
-                    nullif(http_status, -1), nullif(error_class, ''), duration_ms, to_timestamp(due_ms / 1000.0)
-                FROM updated
-                ON CONFLICT DO NOTHING
-            )
-            SELECT id FROM updated
-            """ as PostgresQuery
-        ).prepared
+        ("""
+        WITH batch AS (
+            SELECT * FROM unnest(\(apps)::text[], \(ids)::uuid[], \(rows)::tid[], \(attempts)::int[],
+                \(statuses)::text[], \(errors)::text[], \(retries)::int[], \(httpStatuses)::int[],
+                \(results)::text[], \(started)::bigint[], \(durations)::int[], \(due)::bigint[])
+                AS b(app_id, id, row, attempt, status, error_class, retry_ms, http_status, result, started_ms,
+                    duration_ms, due_ms)
+        ),
+        updated AS (
+            UPDATE followups f
+            SET status = b.status, lease_until = NULL, updated_at = now(), last_error = nullif(b.error_class, ''),
+                due_at = CASE WHEN b.retry_ms < 0 THEN f.due_at
+                    ELSE now() + make_interval(secs => b.retry_ms / 1000.0) END
+            FROM batch b
+            WHERE f.ctid = b.row AND f.app_id = b.app_id AND f.id = b.id AND f.attempt = b.attempt
+                AND f.status = 'running'
+            RETURNING f.app_id, f.id, f.attempt, b.result, b.http_status, b.error_class, b.started_ms, b.duration_ms,
+                b.due_ms
+        ),
+        recorded AS (
+            INSERT INTO delivery_attempts (app_id, followup_id, attempt, started_at, finished_at, result,
+                http_status, error_class, duration_ms, due_at)
+            SELECT app_id, id, attempt, to_timestamp(started_ms / 1000.0), now(), result,
+                nullif(http_status, -1), nullif(error_class, ''), duration_ms, to_timestamp(due_ms / 1000.0)
+            FROM updated
+            ON CONFLICT DO NOTHING
+        )
+        SELECT id FROM updated
+        """ as PostgresQuery).prepared
     }
 
     /// Gives claims back without counting a failure (graceful shutdown): due again at once.

@@ -77,8 +77,10 @@ public struct ResponseStore: Sendable {
     /// One response, or `nil`.
     public func get(appID: String, id: UUID) throws -> StoredResponseView? {
         try pool.withConnection { connection in
-            try connection.query("SELECT \(unsafeSQL: Self.columns) FROM responses WHERE app_id = \(appID) AND id = \(id)")
-                .first.map(Self.decode)
+            try connection.query(
+                "SELECT \(unsafeSQL: Self.columns) FROM responses WHERE app_id = \(appID) AND id = \(id)"
+            )
+            .first.map(Self.decode)
         }
     }
 

@@ -71,7 +71,8 @@ public struct RuleStore: Sendable {
                 RETURNING \(unsafeSQL: Self.columns)
                 """)
             guard let row = rows.first else {
-                let exists = try connection.query("SELECT 1 AS one FROM rules WHERE app_id = \(appID) AND id = \(rule.id)")
+                let exists = try connection.query(
+                    "SELECT 1 AS one FROM rules WHERE app_id = \(appID) AND id = \(rule.id)")
                 throw exists.isEmpty ? StoreError.notFound : StoreError.versionMismatch
             }
             try connection.notify(channel: Channels.invalidate, payload: appID)
@@ -116,7 +117,8 @@ public struct RuleStore: Sendable {
                 """)
         }
         let items = try rows.prefix(page.limit).map(Self.decode)
-        let next = rows.count > page.limit
+        let next =
+            rows.count > page.limit
             ? items.last.map { Cursor([String($0.rule.priority), $0.rule.id]).encoded } : nil
         return Page(items: items, nextCursor: next)
     }

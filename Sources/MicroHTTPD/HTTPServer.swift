@@ -79,7 +79,8 @@ public final class HTTPServer: @unchecked Sendable {
             throw HTTPServerError(description: "the listen address is not a valid IP address and port")
         }
 
-        var flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+        var flags =
+            MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             | MHD_USE_ERROR_LOG.rawValue
         if isIPv6 { flags |= MHD_USE_IPv6.rawValue }
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -260,7 +261,8 @@ extension HTTPServer {
             let match = router.match(method: method, path: path)
             var limit = configuration.defaultBodyLimit
             if case .found(let route, _) = match, let routeLimit = route.bodyLimit { limit = routeLimit }
-            let requestID = header(connection, "X-Request-Id").flatMap(Self.acceptableRequestID)
+            let requestID =
+                header(connection, "X-Request-Id").flatMap(Self.acceptableRequestID)
                 ?? Self.generateRequestID()
             let context = RequestContext(
                 method: method, path: path, match: match, bodyLimit: limit, requestID: requestID)
@@ -309,7 +311,8 @@ extension HTTPServer {
             return queue(.problem(.notFound()), context: context, connection: connection)
         case .methodNotAllowed(let allowed):
             let allow = allowed.map(\.rawValue).joined(separator: ", ")
-            return queue(.problem(.methodNotAllowed, headers: ["Allow": allow]), context: context, connection: connection)
+            return queue(
+                .problem(.methodNotAllowed, headers: ["Allow": allow]), context: context, connection: connection)
         case .found(let route, let parameters):
             let request = makeRequest(connection: connection, context: context, body: body, parameters: parameters)
             switch route.handler {

@@ -91,7 +91,9 @@ public final class PostgresConnection: @unchecked Sendable {
     /// most the response deadline (else libpq's `connect_timeout`), and returns the failure, if any.
     ///
     /// The corresponding C functions are `PQconnectPoll` and `PQsocket`.
-    private static func finishConnecting(_ pointer: OpaquePointer, configuration: PostgresConfiguration) -> PostgresError? {
+    private static func finishConnecting(_ pointer: OpaquePointer, configuration: PostgresConfiguration)
+        -> PostgresError?
+    {
         let milliseconds = min(
             configuration.connectTimeoutSeconds * 1000, configuration.responseDeadlineMilliseconds ?? Int.max)
         let deadline = ContinuousClock.now + .milliseconds(milliseconds)
@@ -106,7 +108,8 @@ public final class PostgresConnection: @unchecked Sendable {
             case .ready: polling = PQconnectPoll(pointer)
             case .timedOut:
                 return PostgresError(
-                    kind: .connectionFailed, message: "PostgreSQL did not complete the connection within \(milliseconds) ms")
+                    kind: .connectionFailed,
+                    message: "PostgreSQL did not complete the connection within \(milliseconds) ms")
             case .failed: return PostgresError(kind: .connectionFailed, message: "the connection's socket failed")
             }
         }

@@ -52,7 +52,10 @@ struct DeliveryPlanTests {
                 DeliverySettings(webhook: endpoint, apns: nil, webhookDisabled: false),
                 .fail(errorClass: "no_apns_credentials")
             ),
-            ("a dead token", claim(.apns, #"{"deviceToken": "ab"}"#, deviceDead: true), settings, .skip(reason: "device_dead")),
+            (
+                "a dead token", claim(.apns, #"{"deviceToken": "ab"}"#, deviceDead: true), settings,
+                .skip(reason: "device_dead")
+            ),
             (
                 "a push", claim(.apns, #"{"deviceToken": "ab"}"#), settings,
                 .push(credentials: credentials, payload: .object(["deviceToken": .string("ab")]))

@@ -31,7 +31,8 @@ struct DeliveryPolicyTests {
 
     @Test("every signed part changes the signature", arguments: Self.signedPartCases)
     func signedParts(part: String, id: String, timestamp: Int, body: String) {
-        let signature = WebhookSignature.sign(id: id, timestamp: timestamp, body: Array(body.utf8), secret: Self.vectorSecret)
+        let signature = WebhookSignature.sign(
+            id: id, timestamp: timestamp, body: Array(body.utf8), secret: Self.vectorSecret)
         #expect(signature != nil)
         #expect(signature != Self.vectorSignature, "changing the \(part) must change the signature")
         #expect(signature?.hasPrefix("v1,") == true)
@@ -43,7 +44,10 @@ struct DeliveryPolicyTests {
             id: Self.vectorID, timestamp: Self.vectorTimestamp, body: Self.vectorBody,
             secret: "whsec_" + Data(repeating: 7, count: 24).base64EncodedString())
         #expect(other != nil && other != Self.vectorSignature)
-        for malformed in ["", "whsec_!!!not-base64!!!", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "wh_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"] {
+        for malformed in [
+            "", "whsec_!!!not-base64!!!", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "wh_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        ] {
             let signature = WebhookSignature.sign(
                 id: Self.vectorID, timestamp: Self.vectorTimestamp, body: Self.vectorBody, secret: malformed)
             #expect(signature == nil, "secret \(malformed.debugDescription)")
@@ -138,7 +142,9 @@ struct DeliveryPolicyTests {
             }
             seen.append(delay)
         }
-        #expect(seen.allSatisfy { (low...high).contains($0) }, "delays outside \(low)...\(high): \(seen.filter { !(low...high).contains($0) }.prefix(5))")
+        #expect(
+            seen.allSatisfy { (low...high).contains($0) },
+            "delays outside \(low)...\(high): \(seen.filter { !(low...high).contains($0) }.prefix(5))")
         if jitter > 0 && seconds >= 1 {
             // Spread over the range, not pinned to one end.
             #expect(seen.contains { Double($0) < base - base * jitter / 2 })
@@ -213,7 +219,9 @@ struct DeliveryPolicyTests {
     @Test("alternative IPv4 spellings parse to the same address")
     func spellings() {
         let loopback = AddressPolicy.Address.v4(0x7F00_0001)
-        for text in ["127.0.0.1", "2130706433", "0177.0.0.1", "0x7f.1", "127.1", "0x7f000001", "017700000001", "127.0.1"] {
+        for text in [
+            "127.0.0.1", "2130706433", "0177.0.0.1", "0x7f.1", "127.1", "0x7f000001", "017700000001", "127.0.1",
+        ] {
             #expect(AddressPolicy.parseLiteral(text) == loopback, "\(text)")
         }
         #expect(AddressPolicy.parseLiteral("[::1]") == .v6(Array(repeating: 0, count: 15) + [1]))
@@ -298,11 +306,17 @@ struct DeliveryPolicyTests {
 
     @Test("allowing private targets lifts only the address check")
     func allowPrivate() {
-        for url in ["http://127.0.0.1:8080/hook", "http://localhost/", "http://[::1]:1/", "http://10.0.0.1/", "http://169.254.169.254/"] {
+        for url in [
+            "http://127.0.0.1:8080/hook", "http://localhost/", "http://[::1]:1/", "http://10.0.0.1/",
+            "http://169.254.169.254/",
+        ] {
             #expect(WebhookURL.isAllowedTarget(url, allowPrivate: true), "\(url)")
             #expect(!WebhookURL.isAllowedTarget(url, allowPrivate: false), "\(url)")
         }
-        for url in ["ftp://127.0.0.1/", "file:///etc/passwd", "http://user:pass@127.0.0.1/", "javascript:alert(1)", "gopher://localhost/"] {
+        for url in [
+            "ftp://127.0.0.1/", "file:///etc/passwd", "http://user:pass@127.0.0.1/", "javascript:alert(1)",
+            "gopher://localhost/",
+        ] {
             #expect(!WebhookURL.isAllowedTarget(url, allowPrivate: true), "\(url)")
         }
     }

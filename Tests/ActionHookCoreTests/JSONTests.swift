@@ -119,7 +119,8 @@ struct JSONTests {
             }
         }
         for end in 0...body.count { check(Array(body[..<end])) }
-        let special = Array(#"{}[]",:\u0123456789eE+-.tfn "#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xE2, 0xED, 0xF0, 0xF4, 0xFF]
+        let special =
+            Array(#"{}[]",:\u0123456789eE+-.tfn "#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xE2, 0xED, 0xF0, 0xF4, 0xFF]
         var state: UInt64 = 0x5EED
         func random(_ bound: Int) -> Int {
             // SplitMix64: the same cases on every run.

@@ -1,6 +1,7 @@
-@testable import ActionHookCore
 import Foundation
 import Testing
+
+@testable import ActionHookCore
 
 @Suite("Ingest: the shapes iOS sends")
 struct IngestShapeTests {
@@ -318,7 +319,8 @@ struct IngestValidationTests {
             name: "respondedAt 30 February", body: body(("respondedAt", .string("2026-02-30T10:00:00Z"))),
             expected: .invalid("/respondedAt")),
         Case(
-            name: "respondedAt past year 9999 in UTC", body: body(("respondedAt", .string("9999-12-31T23:00:00-01:00"))),
+            name: "respondedAt past year 9999 in UTC",
+            body: body(("respondedAt", .string("9999-12-31T23:00:00-01:00"))),
             expected: .invalid("/respondedAt")),
         Case(
             name: "respondedAt epoch seconds text", body: body(("respondedAt", .string("1795687200"))),

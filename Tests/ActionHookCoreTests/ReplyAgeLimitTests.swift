@@ -19,7 +19,9 @@ struct ReplyAgeLimitTests {
             (3600, false, ReplyAgeLimit(maxAgeSeconds: 3600, requireRespondedAt: false)),
         ])
     func resolve(maxAge: Int?, require: Bool?, expected: ReplyAgeLimit) {
-        #expect(ReplyAgeLimit.resolve(rule: Self.rule(maxAge: maxAge, require: require), category: Self.category) == expected)
+        #expect(
+            ReplyAgeLimit.resolve(rule: Self.rule(maxAge: maxAge, require: require), category: Self.category)
+                == expected)
     }
 
     @Test("no category and no rule: no limit; a rule alone sets one")
@@ -30,7 +32,9 @@ struct ReplyAgeLimitTests {
 
     @Test(
         "an age over the limit is expired; at the limit, under it or unknown it is not",
-        arguments: [(59.0 as Double?, false), (60.0, false), (60.001, true), (86_400.0, true), (nil, false), (-5.0, false)])
+        arguments: [
+            (59.0 as Double?, false), (60.0, false), (60.001, true), (86_400.0, true), (nil, false), (-5.0, false),
+        ])
     func expiry(age: Double?, expired: Bool) {
         #expect(ReplyAgeLimit(maxAgeSeconds: 60).isExpired(age: age) == expired)
         #expect(!ReplyAgeLimit().isExpired(age: age))
@@ -52,7 +56,8 @@ struct ReplyAgeLimitTests {
         #expect(NotificationCategory(id: "plain").json.objectValue?["maxReplyAgeSeconds"] == nil)
 
         let rule = try Rule.decode(
-            json(#"{"id":"r","handler":{"type":"accept"},"maxReplyAgeSeconds":30,"requireRespondedAt":false}"#), id: nil)
+            json(#"{"id":"r","handler":{"type":"accept"},"maxReplyAgeSeconds":30,"requireRespondedAt":false}"#), id: nil
+        )
         #expect(rule.maxReplyAgeSeconds == 30)
         #expect(rule.requireRespondedAt == false)
         #expect(try Rule.decode(rule.json, id: nil) == rule)
@@ -62,7 +67,8 @@ struct ReplyAgeLimitTests {
                 try NotificationCategory.decode(json(#"{"maxReplyAgeSeconds":\#(limit)}"#), id: "c")
             }
             #expect(throws: ValidationFailure.self) {
-                try Rule.decode(json(#"{"id":"r","handler":{"type":"record"},"maxReplyAgeSeconds":\#(limit)}"#), id: nil)
+                try Rule.decode(
+                    json(#"{"id":"r","handler":{"type":"record"},"maxReplyAgeSeconds":\#(limit)}"#), id: nil)
             }
         }
     }

@@ -102,7 +102,10 @@ struct RuleEngineTests {
         (.comment(maxLength: 2000), repeated("x", 2001), false),
         (.accept, nil, true),
         (.decline, "", true),
-        (.snooze(delaySeconds: 600, maxSnoozes: 3, allowMissing: ["deviceToken", "notificationIdentifier"]), nil, true),
+        (
+            .snooze(delaySeconds: 600, maxSnoozes: 3, allowMissing: ["deviceToken", "notificationIdentifier"]), nil,
+            true
+        ),
         (.record, nil, true),
     ])
     func handlerChecks(handler: RuleHandler, userText: String?, passes: Bool) {

@@ -4,8 +4,8 @@ import Crypto
 import Foundation
 import Postgres
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// R8: APNs delivery against a local HTTP/2 stand-in (`Tests/Fixtures/apns_standin.py`) that checks
 /// the provider JWT and the headers the way APNs does and answers like APNs.
@@ -31,8 +31,10 @@ struct APNsDeliveryTests {
         var body: [String: Any] = [
             "actionIdentifier": action, "deviceToken": device, "responseId": UUID().uuidString.lowercased(),
             "notificationIdentifier": "item-\(itemId)",
-            "userInfo": ["aps": ["alert": ["title": "Item", "body": "Item \(itemId)"], "category": "PUSH_TEST"],
-                         "itemId": itemId] as [String: Any],
+            "userInfo": [
+                "aps": ["alert": ["title": "Item", "body": "Item \(itemId)"], "category": "PUSH_TEST"],
+                "itemId": itemId,
+            ] as [String: Any],
         ]
         if let userText { body["userText"] = userText }
         return body
@@ -217,7 +219,8 @@ struct APNsDeliveryTests {
         let shown = try bed.responseFollowUps(push.responseID)[push.followUpID]
         #expect(shown?["status"] as? String == "delivered")
         let shownAttempts = shown?["attempts"] as? [[String: Any]] ?? []
-        #expect(shownAttempts.compactMap { ($0["httpStatus"] as? NSNumber)?.intValue } == [retry.status, retry.status, 200])
+        #expect(
+            shownAttempts.compactMap { ($0["httpStatus"] as? NSNumber)?.intValue } == [retry.status, retry.status, 200])
         #expect(shownAttempts.compactMap { $0["result"] as? String } == ["failed", "failed", "delivered"])
     }
 
@@ -255,7 +258,8 @@ struct APNsDeliveryTests {
         let device = APNsStandIn.deviceToken("eeee")
         let push = try await Self.push(bed, device: device, until: ["delivered", "dead"])
         try await Task.sleep(for: .seconds(1.5))
-        #expect(try bed.followUp(push.followUpID) == .init(status: "dead", attempt: 1, lastError: "ExpiredProviderToken"))
+        #expect(
+            try bed.followUp(push.followUpID) == .init(status: "dead", attempt: 1, lastError: "ExpiredProviderToken"))
         let requests = try bed.standIn.requests(token: device)
         #expect(requests.map(\.reason) == ["ExpiredProviderToken", "ExpiredProviderToken"])
         #expect(Set(requests.compactMap(\.jwt)).count == 2)

@@ -2,8 +2,8 @@ import ActionHookCore
 import ActionHookServer
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// One request the APNs stand-in (`Tests/Fixtures/apns_standin.py`) received, read from its log.
 struct APNsStandInRequest {
@@ -80,7 +80,8 @@ final class APNsStandIn {
         let script = root.appendingPathComponent("Tests/Fixtures/apns_standin.py").path
         guard FileManager.default.isExecutableFile(atPath: python) else {
             throw APNsStandInError(
-                description: "the APNs stand-in needs \(python) with the Python package h2: run scripts/install-deps.sh")
+                description: "the APNs stand-in needs \(python) with the Python package h2: run scripts/install-deps.sh"
+            )
         }
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "actionhook-apns-" + UUID().uuidString.lowercased())
@@ -92,15 +93,21 @@ final class APNsStandIn {
             "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
                 + "subjectAltName=IP:127.0.0.1\n", to: dir + "/server.ext")
         try Self.openssl(
-            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
-             dir + "/ca.key", "-out", dir + "/ca.pem", "-days", "2", "-subj", "/CN=ActionHook test CA",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+                dir + "/ca.key", "-out", dir + "/ca.pem", "-days", "2", "-subj", "/CN=ActionHook test CA",
+                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            ])
         try Self.openssl(
-            ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
-             dir + "/server.key", "-out", dir + "/server.csr", "-subj", "/CN=127.0.0.1"])
+            [
+                "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+                dir + "/server.key", "-out", dir + "/server.csr", "-subj", "/CN=127.0.0.1",
+            ])
         try Self.openssl(
-            ["x509", "-req", "-in", dir + "/server.csr", "-CA", dir + "/ca.pem", "-CAkey", dir + "/ca.key",
-             "-CAcreateserial", "-out", dir + "/server.pem", "-days", "2", "-extfile", dir + "/server.ext"])
+            [
+                "x509", "-req", "-in", dir + "/server.csr", "-CA", dir + "/ca.pem", "-CAkey", dir + "/ca.key",
+                "-CAcreateserial", "-out", dir + "/server.pem", "-days", "2", "-extfile", dir + "/server.ext",
+            ])
         try Self.openssl(
             ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/authkey.p8"])
         try Self.openssl(["pkey", "-in", dir + "/authkey.p8", "-pubout", "-out", dir + "/authkey.pub"])
@@ -378,7 +385,8 @@ final class APNsTestBed {
             if seen.last != status { seen.append(status) }
             if statuses.contains(status) { return seen }
             if Date() > deadline {
-                let message = "follow-up \(id) reached none of \(statuses.sorted()) within \(timeoutSeconds) s; "
+                let message =
+                    "follow-up \(id) reached none of \(statuses.sorted()) within \(timeoutSeconds) s; "
                     + "seen \(seen); stand-in stderr: \(standIn.errors)"
                 Issue.record(Comment(rawValue: message))
                 return seen

@@ -2,8 +2,8 @@ import ActionHookCore
 import ActionHookServer
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// The admin API as the contract describes it: apps, keys, admin tokens, categories, rules with
 /// ETag/If-Match, history and follow-ups, and the conventions of every list and id.
@@ -559,7 +559,8 @@ private enum Admin: ResponseHelpers {
         var total = try api.count("SELECT count(*) AS n FROM apps WHERE id = \(app)")
         for table in tables {
             // Table names come from the catalog, never from input.
-            let query = PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \"\(table)\" WHERE app_id = $1", binds: [app])
+            let query = PostgresQuery(
+                unsafeSQL: "SELECT count(*) AS n FROM \"\(table)\" WHERE app_id = $1", binds: [app])
             total += try api.count(query)
         }
         return total
@@ -567,7 +568,8 @@ private enum Admin: ResponseHelpers {
 
     static func setStatus(_ api: TestAPI, app: String, id: String, _ status: String) throws {
         let rows = try api.query(
-            "UPDATE followups SET status = \(status) WHERE app_id = \(app) AND id = \(UUID(uuidString: id)) RETURNING id")
+            "UPDATE followups SET status = \(status) WHERE app_id = \(app) AND id = \(UUID(uuidString: id)) RETURNING id"
+        )
         guard rows.count == 1 else { throw TestClientError(description: "no follow-up \(id)") }
     }
 

@@ -1,8 +1,9 @@
-@testable import ActionHookServer
-@testable import ActionHookStore
 import Foundation
 import Synchronization
 import Testing
+
+@testable import ActionHookServer
+@testable import ActionHookStore
 
 /// The ingest cache's reloads: an old entry is answered from and reloaded off the caller's thread;
 /// invalidations win over reloads that began before them.

@@ -16,7 +16,8 @@ struct ContractTests {
         for (category, subjectKey) in [("invite", "eventId"), ("todo", "taskId")] {
             #expect(
                 try api.admin(
-                    "PUT", "/v1/apps/\(id)/categories/\(category)", json: #"{"actions":[],"subjectKey":"\#(subjectKey)"}"#
+                    "PUT", "/v1/apps/\(id)/categories/\(category)",
+                    json: #"{"actions":[],"subjectKey":"\#(subjectKey)"}"#
                 ).status == 201)
         }
         let rules = [
@@ -31,8 +32,10 @@ struct ContractTests {
     func decisionsPerCategory() throws {
         let api = try TestAPI()
         let key = try Self.app(api, "c-dec")
-        let invite = #"{"actionIdentifier":"accept","deviceToken":"\#(Self.device)","userInfo":{"aps":{"category":"invite"},"eventId":"42"}}"#
-        let todo = #"{"actionIdentifier":"decline","deviceToken":"\#(Self.device)","userInfo":{"aps":{"category":"todo"},"taskId":"42"}}"#
+        let invite =
+            #"{"actionIdentifier":"accept","deviceToken":"\#(Self.device)","userInfo":{"aps":{"category":"invite"},"eventId":"42"}}"#
+        let todo =
+            #"{"actionIdentifier":"decline","deviceToken":"\#(Self.device)","userInfo":{"aps":{"category":"todo"},"taskId":"42"}}"#
         #expect(try api.ingest(key: key, json: invite).status == 202)
         #expect(try api.ingest(key: key, json: todo).status == 202)
 
@@ -40,16 +43,20 @@ struct ContractTests {
         let byCategory = Dictionary(
             uniqueKeysWithValues: all.map { ($0["category"] as? String ?? "", $0["outcome"] as? String ?? "") })
         #expect(byCategory == ["invite": "accepted", "todo": "declined"])
-        let invites = try api.admin("GET", "/v1/apps/c-dec/subjects/42?category=invite").json["decisions"] as? [[String: Any]]
+        let invites =
+            try api.admin("GET", "/v1/apps/c-dec/subjects/42?category=invite").json["decisions"] as? [[String: Any]]
         #expect(invites?.map { $0["outcome"] as? String } == ["accepted"])
         #expect(try api.admin("GET", "/v1/apps/c-dec/subjects/42?category=other").status == 404)
     }
 
-    @Test("a snooze without notificationIdentifier or deviceToken is refused 422 naming each, in ingest and the dry run, unless the rule allows it")
+    @Test(
+        "a snooze without notificationIdentifier or deviceToken is refused 422 naming each, in ingest and the dry run, unless the rule allows it"
+    )
     func snoozeRequirements() throws {
         let api = try TestAPI()
         let key = try Self.app(api, "c-snz")
-        let snooze = #"{"id":"snooze","priority":1,"match":{"action":"snooze"},"handler":{"type":"snooze","delaySeconds":60}}"#
+        let snooze =
+            #"{"id":"snooze","priority":1,"match":{"action":"snooze"},"handler":{"type":"snooze","delaySeconds":60}}"#
         #expect(try api.admin("POST", "/v1/apps/c-snz/rules", json: snooze).status == 201)
         func pointers(_ body: String) throws -> (Int, [String]) {
             let answer = try api.ingest(key: key, json: body)
@@ -57,18 +64,30 @@ struct ContractTests {
             return (answer.status, errors.compactMap { $0["pointer"] as? String }.sorted())
         }
         let userInfo = #""userInfo":{"aps":{"category":"invite"},"eventId":"1"}"#
-        #expect(try pointers(#"{"actionIdentifier":"snooze","deviceToken":"\#(Self.device)",\#(userInfo)}"#) == (422, ["/notificationIdentifier"]))
-        #expect(try pointers(#"{"actionIdentifier":"snooze","notificationIdentifier":"n",\#(userInfo)}"#) == (422, ["/deviceToken"]))
-        #expect(try pointers(#"{"actionIdentifier":"snooze",\#(userInfo)}"#) == (422, ["/deviceToken", "/notificationIdentifier"]))
+        #expect(
+            try pointers(#"{"actionIdentifier":"snooze","deviceToken":"\#(Self.device)",\#(userInfo)}"#) == (
+                422, ["/notificationIdentifier"]
+            ))
+        #expect(
+            try pointers(#"{"actionIdentifier":"snooze","notificationIdentifier":"n",\#(userInfo)}"#) == (
+                422, ["/deviceToken"]
+            ))
+        #expect(
+            try pointers(#"{"actionIdentifier":"snooze",\#(userInfo)}"#) == (
+                422, ["/deviceToken", "/notificationIdentifier"]
+            ))
         #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'c-snz'") == 0)
 
-        let dryRun = try api.admin("POST", "/v1/apps/c-snz/rules/test", json: #"{"actionIdentifier":"snooze",\#(userInfo)}"#)
+        let dryRun = try api.admin(
+            "POST", "/v1/apps/c-snz/rules/test", json: #"{"actionIdentifier":"snooze",\#(userInfo)}"#)
         #expect(dryRun.status == 422)
 
         // Allowed explicitly: the backend re-sends the push itself, so no device token is needed here.
-        let lenient = #"{"id":"snooze","priority":1,"match":{"action":"snooze"},"handler":{"type":"snooze","delaySeconds":60,"allowMissing":["deviceToken"]}}"#
+        let lenient =
+            #"{"id":"snooze","priority":1,"match":{"action":"snooze"},"handler":{"type":"snooze","delaySeconds":60,"allowMissing":["deviceToken"]}}"#
         #expect(try api.admin("PUT", "/v1/apps/c-snz/rules/snooze", json: lenient).status == 200)
-        let allowed = try api.ingest(key: key, json: #"{"actionIdentifier":"snooze","notificationIdentifier":"n",\#(userInfo)}"#)
+        let allowed = try api.ingest(
+            key: key, json: #"{"actionIdentifier":"snooze","notificationIdentifier":"n",\#(userInfo)}"#)
         #expect(allowed.status == 202)
         #expect(allowed.json["outcome"] as? String == "snoozed")
         let rule = try api.admin("GET", "/v1/apps/c-snz/rules/snooze").json["handler"] as? [String: Any]
@@ -76,10 +95,12 @@ struct ContractTests {
         let unknown = #"{"id":"x","handler":{"type":"snooze","allowMissing":["userText"]}}"#
         let refused = try api.admin("POST", "/v1/apps/c-snz/rules", json: unknown)
         #expect(refused.status == 422)
-        #expect(((refused.json["errors"] as? [[String: Any]])?.first?["pointer"]) as? String == "/handler/allowMissing/0")
+        #expect(
+            ((refused.json["errors"] as? [[String: Any]])?.first?["pointer"]) as? String == "/handler/allowMissing/0")
     }
 
-    @Test("an idempotency key replays within its window; past it, the same key is a new reply; the sweep clears old keys")
+    @Test(
+        "an idempotency key replays within its window; past it, the same key is a new reply; the sweep clears old keys")
     func keyWindow() throws {
         let api = try TestAPI()
         let key = try Self.app(api, "c-key")
@@ -104,20 +125,25 @@ struct ContractTests {
             #expect(try api.ingest(key: key, json: body, headers: [("Idempotency-Key", "old-\(index)")]).status == 202)
         }
         _ = try api.query(
-            "UPDATE responses SET received_at = received_at - interval '30 hours' WHERE app_id = 'c-key' AND idempotency_key LIKE 'old-%'")
+            "UPDATE responses SET received_at = received_at - interval '30 hours' WHERE app_id = 'c-key' AND idempotency_key LIKE 'old-%'"
+        )
         let sweeper = IdempotencyKeySweeper(
             pool: api.pool, window: .seconds(24 * 3600), batchSize: 2, logger: Logger(label: "test"))
         #expect(try sweeper.sweep() == 3)
         #expect(try sweeper.sweep() == 0)
-        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'c-key' AND idempotency_key IS NOT NULL") == 1)
+        #expect(
+            try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'c-key' AND idempotency_key IS NOT NULL")
+                == 1)
         #expect(try api.ingest(key: key, json: body, headers: [("Idempotency-Key", "old-0")]).status == 202)
     }
 
-    @Test("erasing a subject or a device leaves no user text in any row, cancels pending follow-ups and keeps the counts")
+    @Test(
+        "erasing a subject or a device leaves no user text in any row, cancels pending follow-ups and keeps the counts")
     func erasure() throws {
         let api = try TestAPI()
         let key = try Self.app(api, "c-erase")
-        let later = #"{"id":"comment","priority":1,"match":{"action":"comment"},"handler":{"type":"comment"},"followUps":[{"channel":"webhook","delaySeconds":3600,"body":{"text":"{{userText}}","note":"{{userInfo.note}}"}}]}"#
+        let later =
+            #"{"id":"comment","priority":1,"match":{"action":"comment"},"handler":{"type":"comment"},"followUps":[{"channel":"webhook","delaySeconds":3600,"body":{"text":"{{userText}}","note":"{{userInfo.note}}"}}]}"#
         #expect(try api.admin("POST", "/v1/apps/c-erase/rules", json: later).status == 201)
         func comment(_ event: String, _ device: String, _ marker: String) -> String {
             #"{"actionIdentifier":"comment","userText":"text-\#(marker)","deviceToken":"\#(device)","userInfo":{"aps":{"category":"invite"},"eventId":"\#(event)","note":"info-\#(marker)"}}"#
@@ -144,7 +170,9 @@ struct ContractTests {
         #expect(erased.status == 200)
         #expect(erased.json["responses"] as? Int == 2)
         #expect(erased.json["followUpsCancelled"] as? Int == 2)
-        _ = try api.query("INSERT INTO devices (app_id, token, status, reason) VALUES ('c-erase', \(Self.otherDevice), 'dead', 'Unregistered')")
+        _ = try api.query(
+            "INSERT INTO devices (app_id, token, status, reason) VALUES ('c-erase', \(Self.otherDevice), 'dead', 'Unregistered')"
+        )
         let device = try api.admin("DELETE", "/v1/apps/c-erase/devices/\(Self.otherDevice)")
         #expect(device.json["responses"] as? Int == 2)
         #expect(device.json["followUpsCancelled"] as? Int == 1)
@@ -162,8 +190,11 @@ struct ContractTests {
         }
         // What was not erased is intact; the counts remain.
         #expect(try api.count("SELECT count(*) AS n FROM responses WHERE user_text = 'text-KEEP'") == 1)
-        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'c-erase' AND outcome = 'commented'") == 4)
-        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE app_id = 'c-erase' AND status = 'pending'") == 1)
+        #expect(
+            try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'c-erase' AND outcome = 'commented'") == 4
+        )
+        #expect(
+            try api.count("SELECT count(*) AS n FROM followups WHERE app_id = 'c-erase' AND status = 'pending'") == 1)
         let after = try api.admin("GET", "/v1/apps/c-erase/responses?subject=42&format=ndjson")
         #expect(after.text.split(separator: "\n").allSatisfy { !$0.contains("SUBJ") })
     }

@@ -1,7 +1,7 @@
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// F5: credentials. Ingest keys authenticate only the app routes, admin tokens only the admin API;
 /// anything missing, malformed, unknown or revoked is a 401 with `WWW-Authenticate`; secrets are
@@ -16,7 +16,8 @@ struct CredentialTests {
     static func createApp(_ api: TestAPI, _ id: String = CredentialTests.app) throws -> (id: String, secret: String) {
         let created = try api.admin(
             "POST", "/v1/apps",
-            json: #"{"id": "\#(id)", "name": "Cred", "webhook": {"url": "https://hooks.example/x", "secret": "\#(webhookSecret)"}}"#
+            json:
+                #"{"id": "\#(id)", "name": "Cred", "webhook": {"url": "https://hooks.example/x", "secret": "\#(webhookSecret)"}}"#
         )
         try #require(created.status == 201, "\(created.text)")
         let key = try #require(created.json["ingestKey"] as? [String: Any])
@@ -208,10 +209,12 @@ struct CredentialTests {
         for secret in [first, second] {
             #expect(
                 try api.count(
-                    "SELECT count(*) AS n FROM api_keys WHERE secret_hash = sha256(convert_to(\(secret), 'UTF8'))") == 1)
+                    "SELECT count(*) AS n FROM api_keys WHERE secret_hash = sha256(convert_to(\(secret), 'UTF8'))") == 1
+            )
             #expect(
                 try api.count(
-                    "SELECT count(*) AS n FROM api_keys WHERE encode(secret_hash, 'hex') = \(secret) OR encode(secret_hash, 'escape') = \(secret)")
+                    "SELECT count(*) AS n FROM api_keys WHERE encode(secret_hash, 'hex') = \(secret) OR encode(secret_hash, 'escape') = \(secret)"
+                )
                     == 0)
         }
         #expect(try api.count("SELECT count(*) AS n FROM api_keys WHERE length(secret_hash) = 32") == 2)

@@ -1,7 +1,7 @@
 import ActionHookServer
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Two instances over one database")
 struct CrossInstanceTests {
@@ -18,13 +18,15 @@ struct CrossInstanceTests {
         }
 
         // The other instance caches the key and the (empty) rule set.
-        let first = try ingestOnOther(#"{"actionIdentifier":"MARK_DONE","userInfo":{"aps":{"category":"TODO_CATEGORY"}}}"#)
+        let first = try ingestOnOther(
+            #"{"actionIdentifier":"MARK_DONE","userInfo":{"aps":{"category":"TODO_CATEGORY"}}}"#)
         #expect(first.status == 202)
         #expect(first.json["outcome"] as? String == "unmatched")
 
         let rule = try api.admin(
             "POST", "/v1/apps/shared-app/rules",
-            json: #"{"id":"done","match":{"category":"TODO_CATEGORY","action":"MARK_DONE"},"handler":{"type":"record"}}"#)
+            json:
+                #"{"id":"done","match":{"category":"TODO_CATEGORY","action":"MARK_DONE"},"handler":{"type":"record"}}"#)
         #expect(rule.status == 201)
         #expect(
             try eventually(within: 2) {

@@ -1,8 +1,9 @@
-@testable import ActionHookStore
 import Foundation
-@testable import Postgres
-import Testing
 import TestSupport
+import Testing
+
+@testable import ActionHookStore
+@testable import Postgres
 
 /// Listing follow-ups reads a page through the (app, status, time) index whatever the filter, so a
 /// page costs the same for an app with millions of follow-ups.
@@ -38,8 +39,9 @@ struct FollowUpListTests {
         // The same rows, in the same order, as one sort of the whole table would give, page after page.
         let expected = try api.pool.withConnection { connection in
             try connection.query(
-                "SELECT id FROM followups WHERE app_id = 'list-app' ORDER BY created_at DESC, id DESC LIMIT 120")
-                .map { try $0.decode("id", as: UUID.self).lowercasedString }
+                "SELECT id FROM followups WHERE app_id = 'list-app' ORDER BY created_at DESC, id DESC LIMIT 120"
+            )
+            .map { try $0.decode("id", as: UUID.self).lowercasedString }
         }
         var listed: [String] = []
         var cursor: String?

@@ -1,10 +1,11 @@
 import ActionHookCore
-@testable import ActionHookStore
 import Foundation
 import Postgres
 import Synchronization
-import Testing
 import TestSupport
+import Testing
+
+@testable import ActionHookStore
 
 @Suite("Group commit")
 struct GroupCommitTests {
@@ -26,7 +27,8 @@ struct GroupCommitTests {
         ]
         if let text { body["userText"] = .string(text) }
         let response = try NotificationResponse.decode(.object(body))
-        let decision = IngestDecision(rule: try rule.map { try Rule.decode(JSONParser.parse($0), id: nil) }, subject: nil)
+        let decision = IngestDecision(
+            rule: try rule.map { try Rule.decode(JSONParser.parse($0), id: nil) }, subject: nil)
         return IngestItem(appID: app, idempotencyKey: key, response: response, decision: decision)
     }
 
@@ -48,7 +50,8 @@ struct GroupCommitTests {
         let statuses = Mutex([Int]())
         let ids = Mutex(Set<String>())
         DispatchQueue.concurrentPerform(iterations: 64) { index in
-            let body = #"{"actionIdentifier":"MARK_DONE","responseId":"r-\#(index)","userInfo":{"aps":{"category":"TODO_CATEGORY"}}}"#
+            let body =
+                #"{"actionIdentifier":"MARK_DONE","responseId":"r-\#(index)","userInfo":{"aps":{"category":"TODO_CATEGORY"}}}"#
             guard let response = try? api.ingest(key: key, json: body) else { return }
             statuses.withLock { $0.append(response.status) }
             if let id = response.json["id"] as? String { _ = ids.withLock { $0.insert(id) } }
@@ -98,7 +101,9 @@ struct GroupCommitTests {
             return
         }
         #expect(replayed == first)
-        let reused = writer.ingest(batch: [try item(app: "dup-app", key: "a", text: "changed"), try item(app: "dup-app", key: "d")])
+        let reused = writer.ingest(batch: [
+            try item(app: "dup-app", key: "a", text: "changed"), try item(app: "dup-app", key: "d"),
+        ])
         guard case .failure(let error) = reused[0] else {
             Issue.record("a reused key with another body succeeded")
             return
@@ -189,12 +194,18 @@ struct GroupCommitTests {
         }
         let tables = ["responses", "followups", "delivery_attempts"]
         for table in tables {
-            #expect(try api.count(PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table) WHERE app_id = 'doomed-app'")) > 0)
+            #expect(
+                try api.count(
+                    PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table) WHERE app_id = 'doomed-app'")) > 0)
         }
         #expect(try AppStore(pool: api.pool).delete("doomed-app"))
         for table in tables {
-            #expect(try api.count(PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table) WHERE app_id = 'doomed-app'")) == 0)
-            #expect(try api.count(PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table) WHERE app_id = 'other-app'")) > 0)
+            #expect(
+                try api.count(
+                    PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table) WHERE app_id = 'doomed-app'")) == 0)
+            #expect(
+                try api.count(PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table) WHERE app_id = 'other-app'"))
+                    > 0)
         }
     }
 
@@ -251,8 +262,10 @@ struct GroupCommitTests {
             }
         }
         func plan(_ connection: PostgresConnection, _ index: Int) throws -> String {
-            try connection.query(PostgresQuery(unsafeSQL: "EXPLAIN EXECUTE lookup_\(index)(\(lookups[index].arguments))"))
-                .map { try $0.decode("QUERY PLAN", as: String.self) }.joined(separator: "\n")
+            try connection.query(
+                PostgresQuery(unsafeSQL: "EXPLAIN EXECUTE lookup_\(index)(\(lookups[index].arguments))")
+            )
+            .map { try $0.decode("QUERY PLAN", as: String.self) }.joined(separator: "\n")
         }
         // Each lookup's plan is made and cached while the tables are empty.
         let connection = try PostgresConnection(configuration: api.database.configuration)
@@ -278,13 +291,15 @@ struct GroupCommitTests {
         _ = try api.createApp("decide-app")
         let writer = IngestWriter(pool: api.pool)
         let accept = try Rule.decode(
-            JSONParser.parse(#"{"id": "accept", "match": {"action": "ACCEPT"}, "handler": {"type": "accept"}}"#), id: nil)
+            JSONParser.parse(#"{"id": "accept", "match": {"action": "ACCEPT"}, "handler": {"type": "accept"}}"#),
+            id: nil)
         let decline = try Rule.decode(
             JSONParser.parse(#"{"id": "decline", "match": {"action": "DECLINE"}, "handler": {"type": "decline"}}"#),
             id: nil)
         func decision(_ key: String, _ rule: Rule, respondedAt: String) throws -> IngestItem {
             let body = try JSONParser.parse(
-                #"{"actionIdentifier": "\#(rule.id.uppercased())", "respondedAt": "\#(respondedAt)", "deviceToken": "00112233445566778899aabbccddeeff"}"#)
+                #"{"actionIdentifier": "\#(rule.id.uppercased())", "respondedAt": "\#(respondedAt)", "deviceToken": "00112233445566778899aabbccddeeff"}"#
+            )
             return IngestItem(
                 appID: "decide-app", idempotencyKey: key, response: try NotificationResponse.decode(body),
                 decision: IngestDecision(rule: rule, subject: "event-42"))
@@ -357,7 +372,9 @@ struct GroupCommitTests {
         // fourth starts the second writer.
         for key in ["a", "b", "c"] { try submit(key) }
         try submit("d")
-        #expect(try eventually(within: 3) { try writersWaiting() == 2 }, "four waiting responses did not start the second writer")
+        #expect(
+            try eventually(within: 3) { try writersWaiting() == 2 },
+            "four waiting responses did not start the second writer")
         try blocker.execute("ROLLBACK")
         #expect(answered.wait(timeout: .now() + 20) == .success)
         #expect(created.withLock { $0 } == 5)
@@ -405,7 +422,9 @@ struct GroupCommitTests {
         let api = try TestAPI()
         _ = try api.createApp("retry-app")
         let writer = IngestWriter(pool: api.pool)
-        guard case .created(let stopAnswer) = try writer.ingest(try item(app: "retry-app", key: "stop", rule: Self.stopRule)),
+        guard
+            case .created(let stopAnswer) = try writer.ingest(
+                try item(app: "retry-app", key: "stop", rule: Self.stopRule)),
             case .created = try writer.ingest(
                 try item(app: "retry-app", key: "s1", action: "SNOOZE_ACTION", rule: Self.snoozeRule))
         else {
@@ -418,7 +437,8 @@ struct GroupCommitTests {
             try item(app: "retry-app", key: "stop", rule: Self.stopRule),
             try item(app: "retry-app", key: "s2", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
         ])
-        guard case .success(.replayed(let replayed)) = results[0], case .success(.created(let snooze)) = results[1] else {
+        guard case .success(.replayed(let replayed)) = results[0], case .success(.created(let snooze)) = results[1]
+        else {
             Issue.record("unexpected results: \(results)")
             return
         }

@@ -1,8 +1,8 @@
 import ActionHookServer
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// End-to-end scenarios taken from the iOS notification code ActionHook was conceived from: the
 /// WWDC 2016 calendar invite, the iOS 9 quick reply, the iOS 8 background action, the timer with
@@ -128,7 +128,8 @@ struct IOSScenarioTests {
         let hostile = #"I'll bring "cake"","x":"1"#
         let comment = try api.ingest(
             key: key,
-            json: S.inviteResponse(action: "comment", device: S.deviceA, responseId: "inv-comment-1", userText: hostile))
+            json: S.inviteResponse(action: "comment", device: S.deviceA, responseId: "inv-comment-1", userText: hostile)
+        )
         try #require(comment.status == 202, "\(comment.text)")
         #expect(comment.json["outcome"] as? String == "commented")
         #expect(comment.json["ruleId"] as? String == "invite-comment")
@@ -187,7 +188,8 @@ struct IOSScenarioTests {
              "followUps": [{"channel": "webhook", "url": "https://backend.example/replies",
                             "body": {"reply": "{{userText}}", "category": "{{categoryIdentifier}}"}}]}
             """#)
-        let userInfo = #"{"aps": {"alert": "example", "sound": "default", "badge": 1, "category": "reply"}, "threadId": "t-7"}"#
+        let userInfo =
+            #"{"aps": {"alert": "example", "sound": "default", "badge": 1, "category": "reply"}, "threadId": "t-7"}"#
 
         let legacy = try api.ingest(
             key: key,
@@ -368,12 +370,14 @@ struct IOSScenarioTests {
         #expect(try S.followUps(api, responseID: thirdID).isEmpty)
         #expect(try S.responseRow(api, id: thirdID)["outcome"] == "snooze_limit_reached")
         #expect(
-            try api.count("SELECT count(*) AS n FROM followups WHERE is_snooze AND notification_identifier = 'timer-tea-1'")
+            try api.count(
+                "SELECT count(*) AS n FROM followups WHERE is_snooze AND notification_identifier = 'timer-tea-1'")
                 == 2)
         // The limit does not cancel the pending snoozes.
         #expect(
             try api.count(
-                "SELECT count(*) AS n FROM followups WHERE notification_identifier = 'timer-tea-1' AND status = 'pending'")
+                "SELECT count(*) AS n FROM followups WHERE notification_identifier = 'timer-tea-1' AND status = 'pending'"
+            )
                 == 2)
 
         let stop = try api.ingest(key: key, json: timer("STOP_ACTION", "stop-1"))
@@ -382,15 +386,18 @@ struct IOSScenarioTests {
         #expect(stop.json["ruleId"] as? String == "timer-stop")
         #expect(
             try api.count(
-                "SELECT count(*) AS n FROM followups WHERE notification_identifier = 'timer-tea-1' AND status = 'cancelled'")
+                "SELECT count(*) AS n FROM followups WHERE notification_identifier = 'timer-tea-1' AND status = 'cancelled'"
+            )
                 == 2)
         #expect(
             try api.count(
-                "SELECT count(*) AS n FROM followups WHERE notification_identifier = 'timer-tea-1' AND status <> 'cancelled'")
+                "SELECT count(*) AS n FROM followups WHERE notification_identifier = 'timer-tea-1' AND status <> 'cancelled'"
+            )
                 == 0)
         #expect(
             try api.count(
-                "SELECT count(*) AS n FROM followups WHERE notification_identifier = 'timer-egg-1' AND status = 'pending'")
+                "SELECT count(*) AS n FROM followups WHERE notification_identifier = 'timer-egg-1' AND status = 'pending'"
+            )
                 == 1)
         let cancelled = try api.admin("GET", "/v1/apps/timers/followups?status=cancelled")
         #expect((cancelled.json["items"] as? [Any])?.count == 2)
@@ -435,7 +442,9 @@ struct IOSScenarioTests {
                 "action": ["com.apple.UNNotificationDefaultActionIdentifier", "com.apple.UNNotificationDismissActionIdentifier"]},
              "handler": {"type": "record"}}
             """#)
-        func todo(_ action: String, _ responseId: String, text: String? = nil, category: String = "TODO_CATEGORY") -> String {
+        func todo(_ action: String, _ responseId: String, text: String? = nil, category: String = "TODO_CATEGORY")
+            -> String
+        {
             let textMember = text.map { #""userText": "\#($0)", "# } ?? ""
             return #"""
                 {"actionIdentifier": "\#(action)", \#(textMember)"responseId": "\#(responseId)",
@@ -468,7 +477,8 @@ struct IOSScenarioTests {
             #expect(row["user_text"] == text)
         }
         // An unmatched response is stored with no rule and no follow-ups.
-        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE outcome = 'unmatched' AND rule_id IS NULL") == 1)
+        #expect(
+            try api.count("SELECT count(*) AS n FROM responses WHERE outcome = 'unmatched' AND rule_id IS NULL") == 1)
         #expect(try api.count("SELECT count(*) AS n FROM followups") == 0)
         // A notification of an unknown category matches nothing either.
         let stray = try api.ingest(key: key, json: todo("MARK_DONE", "r-stray", category: "GENERAL"))
@@ -479,7 +489,8 @@ struct IOSScenarioTests {
         // Disabling the first rule hands MARK_DONE to the next one at once.
         let disable = try api.admin(
             "PUT", "/v1/apps/todo/rules/z-done-first",
-            json: #"{"priority": 10, "enabled": false, "match": {"category": "TODO_CATEGORY", "action": "MARK_DONE"}, "handler": {"type": "accept"}}"#
+            json:
+                #"{"priority": 10, "enabled": false, "match": {"category": "TODO_CATEGORY", "action": "MARK_DONE"}, "handler": {"type": "accept"}}"#
         )
         try #require(disable.status == 200, "\(disable.text)")
         let again = try api.ingest(key: key, json: todo("MARK_DONE", "r-done-2"))
@@ -514,12 +525,14 @@ struct IOSScenarioTests {
         #expect((body?["eventId"] as? NSNumber)?.intValue == 42)
         #expect(body?["event"] as? String == "invite.accepted")
         #expect(followUps[1]["channel"] as? String == "apns")
-        let alert = (((followUps[1]["payload"] as? [String: Any])?["payload"] as? [String: Any])?["aps"]
+        let alert =
+            (((followUps[1]["payload"] as? [String: Any])?["payload"] as? [String: Any])?["aps"]
             as? [String: Any])?["alert"] as? [String: Any]
         #expect(alert?["body"] as? String == #"See you at Tom's place, 1 "Main" St"#)
 
         let unmatched = try api.admin(
-            "POST", "/v1/apps/\(app)/rules/test", json: #"{"actionIdentifier": "maybe", "categoryIdentifier": "event-invite"}"#)
+            "POST", "/v1/apps/\(app)/rules/test",
+            json: #"{"actionIdentifier": "maybe", "categoryIdentifier": "event-invite"}"#)
         #expect(unmatched.status == 200)
         #expect(unmatched.json["matched"] as? Bool == false)
         #expect(unmatched.json["outcome"] as? String == "unmatched")
@@ -612,7 +625,10 @@ struct IOSScenarioTests {
             let answer = try api.admin("GET", "/v1/apps/\(app)/responses?\(query)")
             let items = answer.json["items"] as? [[String: Any]] ?? []
             let byID = Dictionary(uniqueKeysWithValues: ids.map { ($0.value, $0.key) })
-            return (items.map { byID[$0["id"] as? String ?? ""] ?? "?" }, answer.json["nextCursor"] as? String, answer.status)
+            return (
+                items.map { byID[$0["id"] as? String ?? ""] ?? "?" }, answer.json["nextCursor"] as? String,
+                answer.status
+            )
         }
 
         #expect(Set(try list("subject=42").names) == ["h1", "h2", "h3", "h5"])
@@ -624,7 +640,10 @@ struct IOSScenarioTests {
         #expect(Set(try list("subject=42&action=accept").names) == ["h1"])
         #expect(try list("since=2026-01-10T05:00:00Z").names == ["h7", "h6", "h5"])
         #expect(Set(try list("until=2026-01-10T05:00:00Z").names) == ["h1", "h2", "h3", "h4"])
-        #expect(Set(try list("since=2026-01-10T03:00:00Z&until=2026-01-10T05:00:00.000001Z").names) == ["h2", "h3", "h4", "h5"])
+        #expect(
+            Set(try list("since=2026-01-10T03:00:00Z&until=2026-01-10T05:00:00.000001Z").names) == [
+                "h2", "h3", "h4", "h5",
+            ])
         #expect(try list("since=2026-01-10T05:30:00%2B01:00").names.sorted() == ["h5", "h6", "h7"])
         #expect(try list("outcome=wrong").status == 400)
         #expect(try list("since=yesterday").status == 400)

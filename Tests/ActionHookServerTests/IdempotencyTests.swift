@@ -1,7 +1,7 @@
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// F6: idempotent ingest. The key is `Idempotency-Key`, else the body's `responseId`; the same key
 /// and body replay the stored answer, another body is a 422, a key still in flight is a 409, and
@@ -148,7 +148,8 @@ struct IdempotencyTests {
         #expect(theirs.status == 202)
         #expect(mine.json["id"] as? String != theirs.json["id"] as? String)
         #expect(try Self.responses(api, key: "shared") == 2)
-        #expect(try api.count("SELECT count(DISTINCT app_id) AS n FROM responses WHERE idempotency_key = 'shared'") == 2)
+        #expect(
+            try api.count("SELECT count(DISTINCT app_id) AS n FROM responses WHERE idempotency_key = 'shared'") == 2)
 
         // A comment without text is refused before anything is stored; the key stays free.
         let refused = try api.ingest(
@@ -247,7 +248,8 @@ struct IdempotencyTests {
         // holding the same lock at session level from another connection makes the key "in flight".
         let holder = try PostgresConnection(configuration: api.database.configuration)
         func lock(_ idempotencyKey: String) throws {
-            _ = try holder.query("SELECT pg_advisory_lock(hashtextextended(\(Self.app + "\u{1F}" + idempotencyKey), 0))::text AS l")
+            _ = try holder.query(
+                "SELECT pg_advisory_lock(hashtextextended(\(Self.app + "\u{1F}" + idempotencyKey), 0))::text AS l")
         }
         func unlock(_ idempotencyKey: String) throws {
             let rows = try holder.query(

@@ -1,7 +1,7 @@
 import ActionHookServer
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// An idle service costs nothing (quality P8): with nothing due, its loops sleep until the next due
 /// time, the poll interval or a notification. Asserted as counts the service recorded over a stretch

@@ -1,7 +1,7 @@
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// F8: ingest limits answer with the documented status, store nothing, and never echo the body.
 @Suite("Ingest limits (F8)")
@@ -83,20 +83,29 @@ struct IngestLimitTests {
             #"{"k": "\#(String(repeating: "x", count: length - Self.seeded.count))\#(Self.seeded)"}"#
         }
         func nested(_ depth: Int) -> String {
-            String(repeating: #"{"a": "#, count: depth - 1) + #"{"s": "\#(Self.seeded)"}"# + String(repeating: "}", count: depth - 1)
+            String(repeating: #"{"a": "#, count: depth - 1) + #"{"s": "\#(Self.seeded)"}"#
+                + String(repeating: "}", count: depth - 1)
         }
         let refusals: [(String, String)] = [
             ("/userInfo", #"{"actionIdentifier": "open", "userInfo": \#(userInfo(8185))}"#),
             ("/userInfo", #"{"actionIdentifier": "open", "userInfo": \#(nested(33))}"#),
             ("/userInfo", #"{"actionIdentifier": "open", "userInfo": \#(nested(60))}"#),
-            ("/actionIdentifier", #"{"actionIdentifier": "\#(String(repeating: "a", count: 257 - Self.seeded.count))\#(Self.seeded)"}"#),
+            (
+                "/actionIdentifier",
+                #"{"actionIdentifier": "\#(String(repeating: "a", count: 257 - Self.seeded.count))\#(Self.seeded)"}"#
+            ),
             ("/actionIdentifier", #"{"actionIdentifier": ""}"#),
             ("/actionIdentifier", #"{"userText": "\#(Self.seeded)"}"#),
-            ("/userText", #"{"actionIdentifier": "open", "userText": "\#(String(repeating: "t", count: 4001 - Self.seeded.count))\#(Self.seeded)"}"#),
+            (
+                "/userText",
+                #"{"actionIdentifier": "open", "userText": "\#(String(repeating: "t", count: 4001 - Self.seeded.count))\#(Self.seeded)"}"#
+            ),
             // Characters, not bytes: 4001 two-byte characters.
             ("/userText", #"{"actionIdentifier": "open", "userText": "\#(String(repeating: "é", count: 4001))"}"#),
-            ("/responseInfo/UIUserNotificationActionResponseTypedTextKey",
-             #"{"identifier": "comment-reply", "responseInfo": {"UIUserNotificationActionResponseTypedTextKey": "\#(String(repeating: "t", count: 4001))"}}"#),
+            (
+                "/responseInfo/UIUserNotificationActionResponseTypedTextKey",
+                #"{"identifier": "comment-reply", "responseInfo": {"UIUserNotificationActionResponseTypedTextKey": "\#(String(repeating: "t", count: 4001))"}}"#
+            ),
             ("/deviceToken", #"{"actionIdentifier": "open", "deviceToken": "\#(Self.seeded)"}"#),
             ("/respondedAt", #"{"actionIdentifier": "open", "respondedAt": "\#(Self.seeded)"}"#),
             ("/secretField", #"{"actionIdentifier": "open", "secretField": "\#(Self.seeded)"}"#),

@@ -6,8 +6,8 @@ import Logging
 import MicroHTTPD
 import Postgres
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// F7: unknown or server-owned fields in admin bodies are 422s with the field's pointer and change
 /// nothing; secrets (APNs key, webhook secret, ingest key, admin token) are never returned after creation.
@@ -15,18 +15,20 @@ import TestSupport
 @Suite("Mass assignment and secrets (F7, F11)", .serialized)
 struct MassAssignmentTests {
     /// Members a client must not set on an app, with the pointer the 422 names.
-    static var appForbidden: [(String, Any, String)] { [
-        ("createdAt", "2020-01-01T00:00:00Z", "/createdAt"),
-        ("updatedAt", "2020-01-01T00:00:00Z", "/updatedAt"),
-        ("ingestKey", ["id": UUID().uuidString, "secret": "ahk_forged"], "/ingestKey"),
-        ("ingestKeys", [] as [Any], "/ingestKeys"),
-        ("webhookSecret", "whsec_" + Data(repeating: 7, count: 32).base64EncodedString(), "/webhookSecret"),
-        ("etag", "\"1\"", "/etag"),
-        ("version", 3, "/version"),
-        ("isAdmin", true, "/isAdmin"),
-        ("webhookDisabledAt", "2020-01-01T00:00:00Z", "/webhookDisabledAt"),
-        ("a/b~c", 1, "/a~1b~0c"),
-    ] }
+    static var appForbidden: [(String, Any, String)] {
+        [
+            ("createdAt", "2020-01-01T00:00:00Z", "/createdAt"),
+            ("updatedAt", "2020-01-01T00:00:00Z", "/updatedAt"),
+            ("ingestKey", ["id": UUID().uuidString, "secret": "ahk_forged"], "/ingestKey"),
+            ("ingestKeys", [] as [Any], "/ingestKeys"),
+            ("webhookSecret", "whsec_" + Data(repeating: 7, count: 32).base64EncodedString(), "/webhookSecret"),
+            ("etag", "\"1\"", "/etag"),
+            ("version", 3, "/version"),
+            ("isAdmin", true, "/isAdmin"),
+            ("webhookDisabledAt", "2020-01-01T00:00:00Z", "/webhookDisabledAt"),
+            ("a/b~c", 1, "/a~1b~0c"),
+        ]
+    }
 
     @Test("POST /v1/apps: unknown and server-owned members are 422 with their pointer; no app is created")
     func createApp() throws {
@@ -39,12 +41,17 @@ struct MassAssignmentTests {
             "teamId": "ABCDE12345", "keyId": "KEY1234567", "privateKey": pem, "topic": "com.example.app",
             "environment": "sandbox",
         ]
-        cases.append((["id": "forged", "apns": apns.merging(["privateKeyConfigured": true]) { $1 }], "/apns/privateKeyConfigured"))
+        cases.append(
+            (
+                ["id": "forged", "apns": apns.merging(["privateKeyConfigured": true]) { $1 }],
+                "/apns/privateKeyConfigured"
+            ))
         cases.append((["id": "forged", "apns": apns.merging(["createdAt": "x"]) { $1 }], "/apns/createdAt"))
         let webhook: [String: Any] = ["url": "https://hooks.example.com/h"]
-        for (name, pointer) in [("secretConfigured", "/webhook/secretConfigured"), ("disabled", "/webhook/disabled"),
-            ("signingKey", "/webhook/signingKey")]
-        {
+        for (name, pointer) in [
+            ("secretConfigured", "/webhook/secretConfigured"), ("disabled", "/webhook/disabled"),
+            ("signingKey", "/webhook/signingKey"),
+        ] {
             cases.append((["id": "forged", "webhook": webhook.merging([name: true]) { $1 }], pointer))
         }
         for (body, pointer) in cases {
@@ -72,7 +79,8 @@ struct MassAssignmentTests {
         cases.append((["id": "other", "name": "Changed"], "/id"))
         cases.append((["webhook": ["url": "https://other.example.com/h", "disabled": false]], "/webhook/disabled"))
         cases.append((["webhook": ["secretConfigured": false]], "/webhook/secretConfigured"))
-        cases.append((["apns": ["topic": "com.example.x", "privateKeyConfigured": true]], "/apns/privateKeyConfigured"))
+        cases.append(
+            (["apns": ["topic": "com.example.x", "privateKeyConfigured": true]], "/apns/privateKeyConfigured"))
         for (body, pointer) in cases {
             let response = try api.admin("PATCH", "/v1/apps/patched", json: Secrets.json(body))
             #expect(response.status == 422, "\(pointer): \(response.text)")
@@ -96,19 +104,21 @@ struct MassAssignmentTests {
         for name in ["createdAt", "updatedAt", "etag", "version", "id", "app", "appId", "unknown"] {
             cases.append((valid.merging([name: "x"]) { $1 }, "/" + name))
         }
-        cases.append((
-            ["actions": [["identifier": "accept", "title": "Accept", "createdAt": "x"]]], "/actions/0/createdAt"
-        ))
-        cases.append((
-            [
-                "actions": [
-                    [
-                        "identifier": "reply", "title": "Reply",
-                        "textInput": ["buttonTitle": "Send", "placeholder": "", "maxLength": 10],
+        cases.append(
+            (
+                ["actions": [["identifier": "accept", "title": "Accept", "createdAt": "x"]]], "/actions/0/createdAt"
+            ))
+        cases.append(
+            (
+                [
+                    "actions": [
+                        [
+                            "identifier": "reply", "title": "Reply",
+                            "textInput": ["buttonTitle": "Send", "placeholder": "", "maxLength": 10],
+                        ]
                     ]
-                ]
-            ], "/actions/0/textInput/maxLength"
-        ))
+                ], "/actions/0/textInput/maxLength"
+            ))
         for id in ["invite", "fresh"] {
             for (body, pointer) in cases {
                 let response = try api.admin("PUT", "/v1/apps/cats/categories/\(id)", json: Secrets.json(body))
@@ -163,7 +173,8 @@ struct MassAssignmentTests {
             let post = try api.admin("POST", "/v1/apps/rules/rules", json: Secrets.json(created))
             #expect(post.status == 422, "POST \(pointer): \(post.text)")
             #expect(Secrets.pointers(post).contains(pointer), "\(pointer) not in \(post.text)")
-            let put = try api.admin("PUT", "/v1/apps/rules/rules/r1", json: Secrets.json(body), headers: [("If-Match", "\"1\"")])
+            let put = try api.admin(
+                "PUT", "/v1/apps/rules/rules/r1", json: Secrets.json(body), headers: [("If-Match", "\"1\"")])
             #expect(put.status == 422, "PUT \(pointer): \(put.text)")
             #expect(Secrets.pointers(put).contains(pointer), "\(pointer) not in \(put.text)")
         }
@@ -220,7 +231,9 @@ struct MassAssignmentTests {
         #expect(apnsView["privateKey"] == nil)
         #expect((created.json["webhook"] as? [String: Any])?["secretConfigured"] as? Bool == true)
         #expect((created.json["webhook"] as? [String: Any])?["secret"] == nil)
-        #expect(try Secrets.storedSecrets(api, "secretive") == Secrets.Stored(privateKey: pem, webhookSecret: secret, topic: "com.example.app"))
+        #expect(
+            try Secrets.storedSecrets(api, "secretive")
+                == Secrets.Stored(privateKey: pem, webhookSecret: secret, topic: "com.example.app"))
 
         var answers = [("create", created)]
         answers.append(("get", try api.admin("GET", "/v1/apps/secretive")))
@@ -232,8 +245,11 @@ struct MassAssignmentTests {
         #expect(topic.status == 200)
         #expect((topic.json["apns"] as? [String: Any])?["topic"] as? String == "com.example.other")
         answers.append(("patch topic", topic))
-        #expect(try Secrets.storedSecrets(api, "secretive") == Secrets.Stored(privateKey: pem, webhookSecret: secret, topic: "com.example.other"))
-        let url = try api.admin("PATCH", "/v1/apps/secretive", json: #"{"webhook":{"url":"https://hooks.example.com/new"}}"#)
+        #expect(
+            try Secrets.storedSecrets(api, "secretive")
+                == Secrets.Stored(privateKey: pem, webhookSecret: secret, topic: "com.example.other"))
+        let url = try api.admin(
+            "PATCH", "/v1/apps/secretive", json: #"{"webhook":{"url":"https://hooks.example.com/new"}}"#)
         #expect(url.status == 200)
         #expect(url.json["webhookSecret"] == nil)
         answers.append(("patch url", url))
@@ -265,10 +281,14 @@ struct MassAssignmentTests {
         let removed = try api.admin("PATCH", "/v1/apps/secretive", json: #"{"webhook":null}"#)
         #expect(removed.status == 200)
         #expect(removed.json["webhook"] is NSNull)
-        #expect(try Secrets.storedSecrets(api, "secretive") == Secrets.Stored(privateKey: pem, webhookSecret: nil, topic: "com.example.other"))
+        #expect(
+            try Secrets.storedSecrets(api, "secretive")
+                == Secrets.Stored(privateKey: pem, webhookSecret: nil, topic: "com.example.other"))
         let noAPNs = try api.admin("PATCH", "/v1/apps/secretive", json: #"{"apns":null}"#)
         #expect(noAPNs.json["apns"] is NSNull)
-        #expect(try Secrets.storedSecrets(api, "secretive") == Secrets.Stored(privateKey: nil, webhookSecret: nil, topic: nil))
+        #expect(
+            try Secrets.storedSecrets(api, "secretive")
+                == Secrets.Stored(privateKey: nil, webhookSecret: nil, topic: nil))
     }
 
     @Test("a generated webhook secret and an ingest key secret appear in the create answer only")
@@ -337,13 +357,16 @@ struct MassAssignmentTests {
         let strangerToken = "ahk_seeded-" + UUID().uuidString
         var errorAnswers: [(String, TestResponse)] = []
 
-        func call(_ method: String, _ path: String, token: String?, json: String? = nil, headers: [(String, String)] = [])
+        func call(
+            _ method: String, _ path: String, token: String?, json: String? = nil, headers: [(String, String)] = []
+        )
             throws -> TestResponse
         {
             var all = headers
             if let token { all.append(("Authorization", "Bearer \(token)")) }
             let client = try HTTPTestClient(port: service.port)
-            let response = try json.map { try client.request(method, path, headers: all, json: $0) }
+            let response =
+                try json.map { try client.request(method, path, headers: all, json: $0) }
                 ?? client.request(method, path, headers: all)
             if response.status >= 400 { errorAnswers.append(("\(method) \(path)", response)) }
             return response
@@ -444,7 +467,9 @@ struct MassAssignmentTests {
                 json: Secrets.json(["id": "f11-copy", "webhook": ["url": "https://h.example.com", "secret": userText]])
             ).status == 422)
         #expect(try admin("PUT", "/v1/apps/f11/categories/x", json: "{\"subjectKey\": \"\(userText)").status == 400)
-        #expect(try call("DELETE", "/v1/admin-tokens/\(token.json["id"] as? String ?? "")", token: adminToken).status == 204)
+        #expect(
+            try call("DELETE", "/v1/admin-tokens/\(token.json["id"] as? String ?? "")", token: adminToken).status == 204
+        )
         #expect(try call("GET", "/v1/apps", token: adminToken).status == 401)
 
         // Wait until the worker has tried both follow-ups and given up on them.

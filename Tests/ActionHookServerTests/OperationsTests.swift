@@ -1,12 +1,12 @@
 import ActionHookServer
-import Synchronization
 import ActionHookStore
 import Foundation
 import Logging
 import MicroHTTPD
 import Postgres
-import Testing
+import Synchronization
 import TestSupport
+import Testing
 
 @Suite("Operations: health, readiness, metrics, migrations")
 struct OperationsTests {
@@ -35,7 +35,8 @@ struct OperationsTests {
     func databaseDown() throws {
         let configuration = Configuration(
             http: HTTPServerConfiguration(host: "127.0.0.1", port: 0, threads: 2),
-            database: PostgresConfiguration(connectionString: "postgresql://nobody@127.0.0.1:1/none", connectTimeoutSeconds: 1))
+            database: PostgresConfiguration(
+                connectionString: "postgresql://nobody@127.0.0.1:1/none", connectTimeoutSeconds: 1))
         let service = ActionHookService(configuration: configuration, logger: Logger(label: "test"))
         try service.start()
         defer { service.stop() }
@@ -72,7 +73,7 @@ struct OperationsTests {
         let database = try TestDatabase.create()
         defer { database.drop() }
         let pools = (0..<3).map { _ in PostgresPool(configuration: database.configuration, size: 1) }
-        defer { pools.forEach { $0.close() } }
+        defer { for pool in pools { pool.close() } }
         let results = Mutex<[[Int]]>([])
         let failures = Mutex(0)
         let group = DispatchGroup()

@@ -23,7 +23,8 @@ struct OutageTests {
         let url: String
 
         init() throws {
-            folder = FileManager.default.temporaryDirectory.appendingPathComponent("actionhook-r10-\(UUID().uuidString)")
+            folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "actionhook-r10-\(UUID().uuidString)")
             port = try ClientPackageTests.freePort()
             try Self.script(["start", folder.path, String(port), "fsync=off"])
             url = "postgresql://postgres@127.0.0.1:\(port)/actionhook"
@@ -100,7 +101,9 @@ struct OutageTests {
         #"{"actionIdentifier":"accept","userInfo":{"aps":{"category":"event-invite"},"eventId":"\#(index)"}}"#
     }
 
-    @Test("PostgreSQL stopped (SIGSTOP): ingest and admin answer 503 with Retry-After within 2 s, /healthz stays fast, /readyz says not ready; after SIGCONT all recover within 5 s, nothing lost or doubled, the worker resumes")
+    @Test(
+        "PostgreSQL stopped (SIGSTOP): ingest and admin answer 503 with Retry-After within 2 s, /healthz stays fast, /readyz says not ready; after SIGCONT all recover within 5 s, nothing lost or doubled, the worker resumes"
+    )
     func stoppedDatabase() async throws {
         let cluster = try Cluster()
         defer { cluster.destroy() }
@@ -132,10 +135,13 @@ struct OutageTests {
             "POST", "/v1/apps", token: TestService.adminToken,
             json: #"{"id":"r10","name":"r10","webhook":{"url":"\#(receiver.url("/r10"))"}}"#)
         let key = try #require((created.json["ingestKey"] as? [String: Any])?["secret"] as? String)
-        let rule = #"{"id":"hook","match":{"action":"accept"},"handler":{"type":"accept"},"followUps":[{"channel":"webhook"}]}"#
+        let rule =
+            #"{"id":"hook","match":{"action":"accept"},"handler":{"type":"accept"},"followUps":[{"channel":"webhook"}]}"#
         #expect(try call("POST", "/v1/apps/r10/rules", token: TestService.adminToken, json: rule).status == 201)
         for index in 0..<10 {
-            #expect(try call("POST", "/v1/responses", token: key, json: Self.body(index), key: "before-\(index)").status == 202)
+            #expect(
+                try call("POST", "/v1/responses", token: key, json: Self.body(index), key: "before-\(index)").status
+                    == 202)
         }
 
         cluster.signal(SIGSTOP)
@@ -147,7 +153,8 @@ struct OutageTests {
                     let start = ContinuousClock.now
                     let response =
                         index < 10
-                        ? try? call("POST", "/v1/responses", token: key, json: Self.body(100 + index), key: "during-\(index)")
+                        ? try? call(
+                            "POST", "/v1/responses", token: key, json: Self.body(100 + index), key: "during-\(index)")
                         : try? call("GET", "/v1/apps/r10", token: TestService.adminToken)
                     return (response?.status ?? 0, response?.headers["retry-after"], Self.seconds(since: start))
                 }
@@ -175,7 +182,10 @@ struct OutageTests {
         var pending = Set(0..<10)
         while !pending.isEmpty && Self.seconds(since: resumed) < 10 {
             for index in pending {
-                let status = (try? call("POST", "/v1/responses", token: key, json: Self.body(100 + index), key: "during-\(index)"))?.status
+                let status =
+                    (try? call(
+                        "POST", "/v1/responses", token: key, json: Self.body(100 + index), key: "during-\(index)"))?
+                    .status
                 if status == 202 || status == 200 { pending.remove(index) }
             }
             if !pending.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
@@ -196,7 +206,8 @@ struct OutageTests {
         #expect(
             await eventually(within: 20) {
                 (try? pool.withConnection {
-                    try $0.query("SELECT count(*) AS n FROM followups WHERE status = 'delivered'")[0].decode("n", as: Int.self)
+                    try $0.query("SELECT count(*) AS n FROM followups WHERE status = 'delivered'")[0].decode(
+                        "n", as: Int.self)
                 }) == 20
             })
     }
@@ -206,7 +217,10 @@ struct OutageTests {
         let silent = try SilentListener()
         defer { silent.stop() }
         let refusing = try ClientPackageTests.freePort()
-        for url in ["postgresql://postgres@127.0.0.1:\(silent.port)/actionhook", "postgresql://postgres@127.0.0.1:\(refusing)/actionhook"] {
+        for url in [
+            "postgresql://postgres@127.0.0.1:\(silent.port)/actionhook",
+            "postgresql://postgres@127.0.0.1:\(refusing)/actionhook",
+        ] {
             var configuration = Configuration(
                 http: .init(host: "127.0.0.1", port: 0, threads: 4),
                 database: PostgresConfiguration(connectionString: url, responseDeadlineMilliseconds: 1000),

@@ -1,8 +1,9 @@
-@testable import ActionHookStore
 import Foundation
-@testable import Postgres
-import Testing
 import TestSupport
+import Testing
+
+@testable import ActionHookStore
+@testable import Postgres
 
 /// The worker's claim reaches the rows it locked by ctid, whatever the statistics say: joined back by
 /// (app_id, id), a plan made while the outbox looked empty went through `followups_by_status` and read

@@ -42,7 +42,9 @@ struct ReplyAgeTests {
         return key
     }
 
-    @Test("fresh and borderline replies act; past the limit they get 410 reply-expired, are stored as expired and make nothing")
+    @Test(
+        "fresh and borderline replies act; past the limit they get 410 reply-expired, are stored as expired and make nothing"
+    )
     func categoryLimit() throws {
         let api = try TestAPI()
         let key = try Self.app(api, "age-cat")
@@ -64,7 +66,9 @@ struct ReplyAgeTests {
         }
         let stored = try api.query(
             "SELECT subject, outcome, rule_id FROM responses WHERE app_id = 'age-cat' ORDER BY subject")
-        let outcomes = try stored.map { try $0.decode("subject", as: String.self) + "=" + $0.decode("outcome", as: String.self) }
+        let outcomes = try stored.map {
+            try $0.decode("subject", as: String.self) + "=" + $0.decode("outcome", as: String.self)
+        }
         #expect(outcomes == ["late-0=expired", "late-1=expired", "ok-0=accepted", "ok-1=accepted"])
         #expect(try api.count("SELECT count(*) AS n FROM followups WHERE app_id = 'age-cat'") == 2)
 
@@ -83,17 +87,22 @@ struct ReplyAgeTests {
         // 30 s is within the category's 60 s but past the urgent rule's 10 s.
         let late = try api.ingest(
             key: key,
-            json: #"{"actionIdentifier":"accept","respondedAt":"\#(Self.timestamp(30))","userInfo":{"aps":{"category":"invite"},"eventId":"1","kind":"urgent"}\#(urgent)}"#)
+            json:
+                #"{"actionIdentifier":"accept","respondedAt":"\#(Self.timestamp(30))","userInfo":{"aps":{"category":"invite"},"eventId":"1","kind":"urgent"}\#(urgent)}"#
+        )
         #expect(late.status == 410)
         #expect(late.json["maxReplyAgeSeconds"] as? Int == 10)
         #expect(late.json["ruleId"] as? String == "urgent")
         let fresh = try api.ingest(
             key: key,
-            json: #"{"actionIdentifier":"accept","respondedAt":"\#(Self.timestamp(3))","userInfo":{"aps":{"category":"invite"},"eventId":"2","kind":"urgent"}}"#)
+            json:
+                #"{"actionIdentifier":"accept","respondedAt":"\#(Self.timestamp(3))","userInfo":{"aps":{"category":"invite"},"eventId":"2","kind":"urgent"}}"#
+        )
         #expect(fresh.status == 202)
 
         // A longer rule limit lets a reply through that the category alone would refuse.
-        let relaxed = #"{"id":"decline","maxReplyAgeSeconds":3600,"match":{"action":"decline"},"handler":{"type":"decline"}}"#
+        let relaxed =
+            #"{"id":"decline","maxReplyAgeSeconds":3600,"match":{"action":"decline"},"handler":{"type":"decline"}}"#
         #expect(try api.admin("PUT", "/v1/apps/age-rule/rules/decline", json: relaxed).status == 200)
         #expect(try api.ingest(key: key, json: Self.invite("decline", age: 600, event: "3")).status == 202)
         #expect(try api.ingest(key: key, json: Self.invite("decline", age: 4000, event: "4")).status == 410)
@@ -121,7 +130,8 @@ struct ReplyAgeTests {
         #expect(refused.status == 422)
         #expect(((refused.json["errors"] as? [[String: Any]])?.first?["pointer"]) as? String == "/respondedAt")
         #expect(try api.ingest(key: key, json: Self.invite("accept", age: 1, event: "r2")).status == 202)
-        let lenient = #"{"id":"decline","requireRespondedAt":false,"match":{"action":"decline"},"handler":{"type":"decline"}}"#
+        let lenient =
+            #"{"id":"decline","requireRespondedAt":false,"match":{"action":"decline"},"handler":{"type":"decline"}}"#
         #expect(try api.admin("PUT", "/v1/apps/age-req/rules/decline", json: lenient).status == 200)
         #expect(try api.ingest(key: key, json: Self.invite("decline", age: nil, event: "r3")).status == 202)
         // Without the requirement and without respondedAt, the category's limit cannot apply.
@@ -135,19 +145,24 @@ struct ReplyAgeTests {
     func lateAnswerChangesNothing() throws {
         let api = try TestAPI()
         let key = try Self.app(api, "age-side")
-        let snooze = #"{"id":"snooze","priority":5,"match":{"action":"snooze"},"handler":{"type":"snooze","delaySeconds":600}}"#
+        let snooze =
+            #"{"id":"snooze","priority":5,"match":{"action":"snooze"},"handler":{"type":"snooze","delaySeconds":600}}"#
         #expect(try api.admin("POST", "/v1/apps/age-side/rules", json: snooze).status == 201)
         let notification = #","notificationIdentifier":"n-1""#
         #expect(try api.ingest(key: key, json: Self.invite("snooze", age: 1, extra: notification)).status == 202)
-        #expect(try api.ingest(key: key, json: Self.invite("decline", age: 1, extra: #","notificationIdentifier":"n-2""#)).status == 202)
+        #expect(
+            try api.ingest(key: key, json: Self.invite("decline", age: 1, extra: #","notificationIdentifier":"n-2""#))
+                .status == 202)
 
         // An accept to the same notification and subject, an hour late.
         let late = try api.ingest(key: key, json: Self.invite("accept", age: 3600, extra: notification))
         #expect(late.status == 410)
         #expect(
             try api.count(
-                "SELECT count(*) AS n FROM followups WHERE app_id = 'age-side' AND is_snooze AND status = 'pending'") == 1)
-        let decisions = try api.admin("GET", "/v1/apps/age-side/subjects/42").json["decisions"] as? [[String: Any]] ?? []
+                "SELECT count(*) AS n FROM followups WHERE app_id = 'age-side' AND is_snooze AND status = 'pending'")
+                == 1)
+        let decisions =
+            try api.admin("GET", "/v1/apps/age-side/subjects/42").json["decisions"] as? [[String: Any]] ?? []
         #expect(decisions.map { $0["outcome"] as? String } == ["declined"])
     }
 

@@ -1,8 +1,8 @@
 import ActionHookCore
 import ActionHookServer
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 #if canImport(Glibc)
     import Glibc
@@ -96,7 +96,9 @@ struct SSRFTests {
             // A rule whose follow-up targets it.
             let rule = try api.admin(
                 "POST", "/v1/apps/safe/rules",
-                json: #"{"id": "r\#(index)", "handler": {"type": "record"}, "followUps": [{"channel": "webhook", "url": "\#(url)"}]}"#)
+                json:
+                    #"{"id": "r\#(index)", "handler": {"type": "record"}, "followUps": [{"channel": "webhook", "url": "\#(url)"}]}"#
+            )
             #expect(rule.status == 422, "a rule with \(url) answered \(rule.status)")
             #expect(Self.pointers(rule).contains("/followUps/0/url"), "\(url): \(rule.text)")
             #expect(try api.admin("GET", "/v1/apps/safe/rules/r\(index)").status == 404)
@@ -126,12 +128,15 @@ struct SSRFTests {
         defer { permissive.stop() }
 
         // Names pass the save-time check (they are resolved when sending).
-        let key = try Hooks.createApp(api, "ssrf", url: "http://\(names[0]):\(port)/endpoint", secret: Hooks.newSecret())
-        let nameFollowUps = ([#"{"channel": "webhook"}"#]
+        let key = try Hooks.createApp(
+            api, "ssrf", url: "http://\(names[0]):\(port)/endpoint", secret: Hooks.newSecret())
+        let nameFollowUps =
+            ([#"{"channel": "webhook"}"#]
             + names.map { #"{"channel": "webhook", "url": "http://\#($0):\#(port)/by-name"}"# }).joined(separator: ", ")
         try Hooks.saveRule(
             api, app: "ssrf",
-            #"{"id": "names", "match": {"action": ["names"]}, "handler": {"type": "record"}, "followUps": [\#(nameFollowUps)]}"#)
+            #"{"id": "names", "match": {"action": ["names"]}, "handler": {"type": "record"}, "followUps": [\#(nameFollowUps)]}"#
+        )
 
         let literals = [
             "http://127.0.0.1:\(port)/", "http://[::1]:\(port)/", "http://2130706433:\(port)/",
@@ -142,7 +147,9 @@ struct SSRFTests {
         let literalFollowUps = literals.map { #"{"channel": "webhook", "url": "\#($0)"}"# }.joined(separator: ", ")
         let saved = try Hooks.admin(
             port: permissive.port, "POST", "/v1/apps/ssrf/rules",
-            json: #"{"id": "literals", "match": {"action": ["literals"]}, "handler": {"type": "record"}, "followUps": [\#(literalFollowUps)]}"#)
+            json:
+                #"{"id": "literals", "match": {"action": ["literals"]}, "handler": {"type": "record"}, "followUps": [\#(literalFollowUps)]}"#
+        )
         try #require(saved.status == 201, "\(saved.text)")
 
         let byName = try Hooks.ingest(api, key: key, #"{"actionIdentifier": "names"}"#).followUps
@@ -177,7 +184,8 @@ struct SSRFTests {
         var candidates: [String] = []
         if let hosts = try? String(contentsOfFile: "/etc/hosts", encoding: .utf8) {
             for line in hosts.split(separator: "\n") {
-                let fields = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first?
+                let fields =
+                    line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first?
                     .split(whereSeparator: { $0 == " " || $0 == "\t" }) ?? []
                 guard fields.count >= 2 else { continue }
                 let address = String(fields[0])
@@ -189,7 +197,8 @@ struct SSRFTests {
         var seen = Set<String>()
         return candidates.filter { name in
             !name.isEmpty && seen.insert(name.lowercased()).inserted && !AddressPolicy.isLocalName(name)
-                && AddressPolicy.parseLiteral(name) == nil && WebhookURL.isAllowedTarget("http://\(name)/", allowPrivate: false)
+                && AddressPolicy.parseLiteral(name) == nil
+                && WebhookURL.isAllowedTarget("http://\(name)/", allowPrivate: false)
                 && resolvesOnlyToLoopback(name)
         }
     }

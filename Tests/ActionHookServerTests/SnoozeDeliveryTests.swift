@@ -1,8 +1,8 @@
 import ActionHookServer
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// Snooze re-delivery end to end (R6 in the small): the original notification goes back to the
 /// response's device through the APNs stand-in, not before it is due, exactly once.
@@ -37,8 +37,10 @@ struct SnoozeDeliveryTests {
             "actionIdentifier": action, "notificationIdentifier": notification, "deviceToken": device,
             "responseId": UUID().uuidString.lowercased(),
             "userInfo": [
-                "aps": ["alert": ["title": "Timer", "body": "Your tea is ready"], "category": "TIMER_EXPIRED",
-                        "sound": "default"] as [String: Any],
+                "aps": [
+                    "alert": ["title": "Timer", "body": "Your tea is ready"], "category": "TIMER_EXPIRED",
+                    "sound": "default",
+                ] as [String: Any],
                 "timerId": notification,
             ] as [String: Any],
         ]

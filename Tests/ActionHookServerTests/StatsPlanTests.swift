@@ -1,8 +1,9 @@
-@testable import ActionHookStore
 import Foundation
-@testable import Postgres
-import Testing
 import TestSupport
+import Testing
+
+@testable import ActionHookStore
+@testable import Postgres
 
 /// The stats route reads one app's window through the indexes that lead with the app, so an app's
 /// overview costs what its own recent traffic costs, however many rows other apps and older days hold.

@@ -1,8 +1,8 @@
 import ActionHookServer
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// F4: one app's credentials and paths never read or change another app's rows.
 ///
@@ -55,7 +55,8 @@ struct TenantIsolationTests {
                         #expect(response.status == 201 || response.status == 200, "\(route.method) \(path)")
                         #expect(try Isolation.categoryCount(api, app: a.app, id: b.category) == 1)
                     } else {
-                        #expect(response.status == 404, "\(route.method) \(path) \(headers) answered \(response.status)")
+                        #expect(
+                            response.status == 404, "\(route.method) \(path) \(headers) answered \(response.status)")
                         #expect(response.headers["content-type"] == "application/problem+json")
                     }
                     #expect(
@@ -216,7 +217,8 @@ struct TenantIsolationTests {
         let aBefore = try Isolation.snapshot(api, app: a.app)
         let values: [String: [String]] = [
             "keyId": [a.keyID], "category": [a.category], "rule": [a.rule], "responseId": [a.responseID],
-            "subject": [a.subject], "followUpId": [a.deadFollowUpID], "deviceToken": [Isolation.deviceToken("\(a.app)-1")],
+            "subject": [a.subject], "followUpId": [a.deadFollowUpID],
+            "deviceToken": [Isolation.deviceToken("\(a.app)-1")],
         ]
         let routes = Isolation.appRoutes(api)
         #expect(routes.count >= 15, "app routes: \(routes.map(\.description))")
@@ -328,7 +330,8 @@ private enum Isolation: ResponseHelpers {
             if route.method == "DELETE" && route.pattern == "/v1/apps/{app}" { return 2 }
             return route.method == "DELETE" ? 1 : 0
         }
-        return routes.enumerated().sorted { (rank($0.element), $0.offset) < (rank($1.element), $1.offset) }.map(\.element)
+        return routes.enumerated().sorted { (rank($0.element), $0.offset) < (rank($1.element), $1.offset) }.map(
+            \.element)
     }
 
     /// Every concrete path for `pattern`: `{app}` is `app`, other parameters take each of their values.
@@ -445,7 +448,8 @@ private enum Isolation: ResponseHelpers {
                 // The shared subject's reply: the pending follow-up cancelled below belongs to the other one.
                 return Call(path: app + "/subjects/ev-shared", body: nil, expected: 200)
             case ("DELETE", "/v1/apps/{app}/devices/{deviceToken}"):
-                return Call(path: app + "/devices/\(Isolation.deviceToken("\(tenant.app)-2"))", body: nil, expected: 200)
+                return Call(
+                    path: app + "/devices/\(Isolation.deviceToken("\(tenant.app)-2"))", body: nil, expected: 200)
             case ("GET", "/v1/apps/{app}/followups"):
                 return Call(path: app + "/followups?status=pending", body: nil, expected: 200)
             case ("POST", "/v1/apps/{app}/followups/{followUpId}/retry"):
@@ -524,7 +528,8 @@ private enum Isolation: ResponseHelpers {
         let (sharedResponseID, followUps2) = try ingest(2, subject: "ev-shared")
         let dead = followUps2[0]
         let marked = try api.query(
-            "UPDATE followups SET status = 'dead' WHERE app_id = \(app) AND id = \(UUID(uuidString: dead)) RETURNING id")
+            "UPDATE followups SET status = 'dead' WHERE app_id = \(app) AND id = \(UUID(uuidString: dead)) RETURNING id"
+        )
         guard marked.count == 1 else { throw TestClientError(description: "could not mark \(dead) dead") }
         return Tenant(
             app: app, key: key, keyID: keyID, extraKeyID: extraKeyID, category: category, rule: rule,

@@ -2,8 +2,8 @@ import ActionHookCLI
 import ActionHookCore
 import ActionHookServer
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// What the command line prints comes from a server or a webhook sender; ids it sends go into URL paths.
 /// Neither may be used to reach the terminal with escape sequences or another route with a crafted id.
@@ -33,7 +33,8 @@ struct TerminalSafetyTests {
         let api = try TestAPI()
         let client = ApplyCommandTests.client(api)
         let name = "evil\u{1B}]0;owned\u{07}\u{1B}[2J\u{9B}31mname"
-        let created = try api.admin("POST", "/v1/apps", json: #"{"id": "evil", "name": "evil\u001b]0;owned\u0007\u001b[2J\u009b31mname"}"#)
+        let created = try api.admin(
+            "POST", "/v1/apps", json: #"{"id": "evil", "name": "evil\u001b]0;owned\u0007\u001b[2J\u009b31mname"}"#)
         try #require(created.status == 201, "\(created.text)")
         let listed = ApplyCommandTests.Output()
         try AdminCommands.listApps(client: client, console: listed.console)

@@ -3,8 +3,8 @@ import ActionHookServer
 import Foundation
 import Postgres
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// Webhook delivery end to end: a live service with its worker on, delivering to an in-process
 /// receiver that checks every signature on its own.
@@ -16,7 +16,8 @@ struct WebhookDeliveryTests {
         let api = try TestAPI(configure: Hooks.worker)
         let secret = Hooks.newSecret()
         let key = try Hooks.createApp(api, "hooks", url: receiver.url("/app"), secret: secret)
-        try Hooks.saveRule(api, app: "hooks",
+        try Hooks.saveRule(
+            api, app: "hooks",
             #"""
             {"id": "accept", "match": {"action": ["accept"]}, "handler": {"type": "accept"},
              "followUps": [
@@ -30,7 +31,8 @@ struct WebhookDeliveryTests {
         let before = Int(Date().timeIntervalSince1970)
         let (responseID, ids) = try Hooks.ingest(
             api, key: key,
-            #"{"actionIdentifier": "accept", "userText": "He said \"hi\" \\ {\"x\": 1}", "userInfo": {"eventId": 42}, "responseId": "r-1"}"#)
+            #"{"actionIdentifier": "accept", "userText": "He said \"hi\" \\ {\"x\": 1}", "userInfo": {"eventId": 42}, "responseId": "r-1"}"#
+        )
         try #require(ids.count == 2)
         for id in ids { #expect(try await Hooks.waitFor(api, id, status: "delivered").status == "delivered") }
         let after = Int(Date().timeIntervalSince1970)
@@ -94,7 +96,10 @@ struct WebhookDeliveryTests {
             #expect(attempts.first?.errorClass == nil)
             let row = try Hooks.followUp(api, id)
             #expect(row.attempt == 1 && row.lastError == nil)
-            #expect(try api.count("SELECT count(*) AS n FROM followups WHERE id = \(UUID(uuidString: id)!) AND lease_until IS NULL") == 1)
+            #expect(
+                try api.count(
+                    "SELECT count(*) AS n FROM followups WHERE id = \(UUID(uuidString: id)!) AND lease_until IS NULL")
+                    == 1)
         }
         let history = try api.admin("GET", "/v1/apps/hooks/responses/\(responseID)")
         try #require(history.status == 200, "\(history.text)")
@@ -126,7 +131,8 @@ struct WebhookDeliveryTests {
         }
         let secret = Hooks.newSecret()
         let key = try Hooks.createApp(api, "retry", url: receiver.url("/flaky"), secret: secret)
-        try Hooks.saveRule(api, app: "retry", #"{"id": "all", "handler": {"type": "record"}, "followUps": [{"channel": "webhook"}]}"#)
+        try Hooks.saveRule(
+            api, app: "retry", #"{"id": "all", "handler": {"type": "record"}, "followUps": [{"channel": "webhook"}]}"#)
         let id = try #require(try Hooks.ingest(api, key: key, #"{"actionIdentifier": "x"}"#).followUps.first)
 
         // Between the failures the follow-up waits as `retrying` with its error class.
@@ -158,14 +164,20 @@ struct WebhookDeliveryTests {
         // attempt was recorded, and no attempt started before it was due. How late a due attempt starts
         // is a figure of the delivery benchmark (P7), not of this test.
         for index in 0..<schedule.count {
-            let failed = attempts[index], retry = attempts[index + 1]
+            let failed = attempts[index]
+            let retry = attempts[index + 1]
             let due = try #require(retry.dueAt, "attempt \(retry.attempt) has no due time")
             let wait = due.timeIntervalSince(failed.finishedAt)
             let scheduled = Double(schedule[index])
             // Times are stored to the microsecond; the due time travels in milliseconds.
-            #expect(wait >= scheduled * (1 - jitter) - 0.002, "retry \(index + 1) due \(wait) s after, schedule \(scheduled) s")
-            #expect(wait <= scheduled * (1 + jitter) + 0.002, "retry \(index + 1) due \(wait) s after, schedule \(scheduled) s")
-            #expect(retry.startedAt >= due.addingTimeInterval(-0.002), "attempt \(retry.attempt) started before it was due")
+            #expect(
+                wait >= scheduled * (1 - jitter) - 0.002,
+                "retry \(index + 1) due \(wait) s after, schedule \(scheduled) s")
+            #expect(
+                wait <= scheduled * (1 + jitter) + 0.002,
+                "retry \(index + 1) due \(wait) s after, schedule \(scheduled) s")
+            #expect(
+                retry.startedAt >= due.addingTimeInterval(-0.002), "attempt \(retry.attempt) started before it was due")
             // The receiver never saw a retry sooner than the shortest wait the jitter allows.
             let seen = requests[index + 1].receivedAt.timeIntervalSince(requests[index].receivedAt)
             #expect(seen >= scheduled * (1 - jitter) - 0.05, "receiver gap \(index + 1) was \(seen) s")
@@ -184,7 +196,8 @@ struct WebhookDeliveryTests {
         }
         let secret = Hooks.newSecret()
         let key = try Hooks.createApp(api, "dead", url: receiver.url("/down"), secret: secret)
-        try Hooks.saveRule(api, app: "dead", #"{"id": "all", "handler": {"type": "record"}, "followUps": [{"channel": "webhook"}]}"#)
+        try Hooks.saveRule(
+            api, app: "dead", #"{"id": "all", "handler": {"type": "record"}, "followUps": [{"channel": "webhook"}]}"#)
         let id = try #require(try Hooks.ingest(api, key: key, #"{"actionIdentifier": "x"}"#).followUps.first)
 
         let dead = try await Hooks.waitFor(api, id, status: "dead", timeout: .seconds(30))
@@ -229,7 +242,9 @@ struct WebhookDeliveryTests {
             $0.worker.retryPolicy = RetryPolicy(schedule: [1, 1], jitter: 0.1)
         }
         let key = try Hooks.createApp(api, "redirect", url: receiver.url("/moved"), secret: Hooks.newSecret())
-        try Hooks.saveRule(api, app: "redirect", #"{"id": "all", "handler": {"type": "record"}, "followUps": [{"channel": "webhook"}]}"#)
+        try Hooks.saveRule(
+            api, app: "redirect",
+            #"{"id": "all", "handler": {"type": "record"}, "followUps": [{"channel": "webhook"}]}"#)
         let id = try #require(try Hooks.ingest(api, key: key, #"{"actionIdentifier": "x"}"#).followUps.first)
 
         let row = try await Hooks.waitFor(api, id, status: "dead", timeout: .seconds(30))
@@ -253,9 +268,11 @@ struct WebhookDeliveryTests {
         let secret = Hooks.newSecret()
         let url = receiver.url("/endpoint")
         let key = try Hooks.createApp(api, "gone", url: url, secret: secret)
-        try Hooks.saveRule(api, app: "gone", #"{"id": "all", "handler": {"type": "record"}, "followUps": [{"channel": "webhook"}]}"#)
+        try Hooks.saveRule(
+            api, app: "gone", #"{"id": "all", "handler": {"type": "record"}, "followUps": [{"channel": "webhook"}]}"#)
 
-        #expect((try api.admin("GET", "/v1/apps/gone").json["webhook"] as? [String: Any])?["disabled"] as? Bool == false)
+        #expect(
+            (try api.admin("GET", "/v1/apps/gone").json["webhook"] as? [String: Any])?["disabled"] as? Bool == false)
         let first = try #require(try Hooks.ingest(api, key: key, #"{"actionIdentifier": "a"}"#).followUps.first)
         let firstRow = try await Hooks.waitFor(api, first, status: "dead")
         #expect(firstRow.status == "dead")
@@ -290,7 +307,8 @@ struct WebhookDeliveryTests {
         let patched = try api.admin("PATCH", "/v1/apps/gone", json: #"{"webhook": {"url": "\#(movedURL)"}}"#)
         #expect(patched.status == 200, "\(patched.text)")
         #expect((patched.json["webhook"] as? [String: Any])?["disabled"] as? Bool == false)
-        #expect((try api.admin("GET", "/v1/apps/gone").json["webhook"] as? [String: Any])?["disabled"] as? Bool == false)
+        #expect(
+            (try api.admin("GET", "/v1/apps/gone").json["webhook"] as? [String: Any])?["disabled"] as? Bool == false)
         let next = try #require(try Hooks.ingest(api, key: key, #"{"actionIdentifier": "c"}"#).followUps.first)
         let nextRow = try await Hooks.waitFor(api, next, status: "delivered")
         #expect(nextRow.status == "delivered")
@@ -310,8 +328,10 @@ struct WebhookDeliveryTests {
         other.respond { _ in .status(410) }
         let api = try TestAPI(configure: Hooks.worker)
         let key = try Hooks.createApp(api, "own", url: endpoint.url("/endpoint"), secret: Hooks.newSecret())
-        try Hooks.saveRule(api, app: "own",
-            #"{"id": "own", "handler": {"type": "record"}, "followUps": [{"channel": "webhook", "url": "\#(other.url("/elsewhere"))"}, {"channel": "webhook"}]}"#)
+        try Hooks.saveRule(
+            api, app: "own",
+            #"{"id": "own", "handler": {"type": "record"}, "followUps": [{"channel": "webhook", "url": "\#(other.url("/elsewhere"))"}, {"channel": "webhook"}]}"#
+        )
         let ids = try Hooks.ingest(api, key: key, #"{"actionIdentifier": "a"}"#).followUps
         try #require(ids.count == 2)
         #expect(try await Hooks.waitFor(api, ids[0], status: "dead").lastError == "endpoint_gone")
@@ -336,7 +356,8 @@ struct WebhookDeliveryTests {
             $0.worker.retryPolicy = RetryPolicy(schedule: [60], jitter: 0.1)
         }
         let key = try Hooks.createApp(api, "big", url: receiver.url("/big-ok"), secret: Hooks.newSecret())
-        try Hooks.saveRule(api, app: "big",
+        try Hooks.saveRule(
+            api, app: "big",
             #"""
             {"id": "all", "handler": {"type": "record"}, "followUps": [
               {"channel": "webhook"},
@@ -371,7 +392,8 @@ struct WebhookDeliveryTests {
             $0.worker.retryPolicy = RetryPolicy(schedule: [1], jitter: 0.1)
         }
         let key = try Hooks.createApp(api, "slow", url: receiver.url("/slow"), secret: Hooks.newSecret())
-        try Hooks.saveRule(api, app: "slow", #"{"id": "all", "handler": {"type": "record"}, "followUps": [{"channel": "webhook"}]}"#)
+        try Hooks.saveRule(
+            api, app: "slow", #"{"id": "all", "handler": {"type": "record"}, "followUps": [{"channel": "webhook"}]}"#)
         let id = try #require(try Hooks.ingest(api, key: key, #"{"actionIdentifier": "a"}"#).followUps.first)
 
         let row = try await Hooks.waitFor(api, id, status: "delivered", timeout: .seconds(20))

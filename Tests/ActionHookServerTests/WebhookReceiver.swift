@@ -164,7 +164,8 @@ final class WebhookReceiver: Sendable {
     /// Answers up to `count` held requests (all when `nil`), oldest first; returns how many.
     @discardableResult
     func release(_ count: Int?, with reply: ReceiverReply = .ok) -> Int {
-        let released = shared.mutex.withLock { state -> [(request: ReceivedRequest, respond: @Sendable (HTTPResponse) -> Void)] in
+        let released = shared.mutex.withLock {
+            state -> [(request: ReceivedRequest, respond: @Sendable (HTTPResponse) -> Void)] in
             let n = min(count ?? state.held.count, state.held.count)
             let taken = Array(state.held.prefix(n))
             state.held.removeFirst(n)
@@ -222,10 +223,13 @@ final class WebhookReceiver: Sendable {
 
     /// Checks a `webhook-signature` header value (space-separated `v1,<base64>` entries).
     static func signatureMatches(header: String, id: String, timestamp: String, body: [UInt8], secret: String) -> Bool {
-        guard let expected = expectedSignature(id: id, timestamp: timestamp, body: body, secret: secret) else { return false }
+        guard let expected = expectedSignature(id: id, timestamp: timestamp, body: body, secret: secret) else {
+            return false
+        }
         return header.split(separator: " ").contains { entry in
             let parts = entry.split(separator: ",", maxSplits: 1)
-            return parts.count == 2 && parts[0] == "v1" && Data(base64Encoded: String(parts[1])) == Data(base64Encoded: expected)
+            return parts.count == 2 && parts[0] == "v1"
+                && Data(base64Encoded: String(parts[1])) == Data(base64Encoded: expected)
         }
     }
 
@@ -265,7 +269,9 @@ final class RawTCPServer: Sendable {
         address.sin_family = sa_family_t(AF_INET)
         inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(v4, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(v4, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0, listen(v4, 128) == 0 else {
             close(v4)
@@ -362,7 +368,9 @@ final class RawTCPServer: Sendable {
         func write(_ bytes: [UInt8]) -> Bool {
             var offset = 0
             while offset < bytes.count {
-                let n = bytes[offset...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                let n = bytes[offset...].withUnsafeBytes {
+                    send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+                }
                 guard n > 0 else { return false }
                 offset += n
                 server.recordSent(n)
@@ -381,7 +389,9 @@ final class RawTCPServer: Sendable {
 extension Array where Element == UInt8 {
     fileprivate var containsHeadEnd: Bool {
         guard count >= 4 else { return false }
-        return (0...(count - 4)).contains { self[$0] == 13 && self[$0 + 1] == 10 && self[$0 + 2] == 13 && self[$0 + 3] == 10 }
+        return (0...(count - 4)).contains {
+            self[$0] == 13 && self[$0 + 1] == 10 && self[$0 + 2] == 13 && self[$0 + 3] == 10
+        }
     }
 }
 
@@ -498,7 +508,8 @@ enum Hooks {
     }
 
     /// Ingests one response, requires a 202 and returns the follow-up ids it lists.
-    static func ingest(_ api: TestAPI, key: String, _ json: String) throws -> (responseID: String, followUps: [String]) {
+    static func ingest(_ api: TestAPI, key: String, _ json: String) throws -> (responseID: String, followUps: [String])
+    {
         let response = try api.ingest(key: key, json: json)
         guard response.status == 202, let id = response.json["id"] as? String else {
             throw TestClientError(description: "ingest answered \(response.status): \(response.text)")
@@ -510,7 +521,8 @@ enum Hooks {
     /// One follow-up's row.
     static func followUp(_ api: TestAPI, _ id: String) throws -> HookFollowUpRow {
         let rows = try api.query(
-            "SELECT id::text AS id, status, attempt, last_error, due_at FROM followups WHERE id = \(UUID(uuidString: id)!)")
+            "SELECT id::text AS id, status, attempt, last_error, due_at FROM followups WHERE id = \(UUID(uuidString: id)!)"
+        )
         guard let row = rows.first else { throw TestClientError(description: "no follow-up \(id)") }
         return HookFollowUpRow(
             id: try row.decode("id"), status: try row.decode("status"), attempt: try row.decode("attempt"),
@@ -548,7 +560,8 @@ enum Hooks {
             """
         ).map {
             HookAttemptRow(
-                attempt: try $0.decode("attempt"), dueAt: try $0.decode("due_at"), startedAt: try $0.decode("started_at"),
+                attempt: try $0.decode("attempt"), dueAt: try $0.decode("due_at"),
+                startedAt: try $0.decode("started_at"),
                 finishedAt: try $0.decode("finished_at"), result: try $0.decode("result"),
                 httpStatus: try $0.decode("http_status"), errorClass: try $0.decode("error_class"))
         }

@@ -4,8 +4,8 @@ import ActionHookStore
 import Foundation
 import Postgres
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 #if canImport(Glibc)
     import Glibc
@@ -53,7 +53,8 @@ struct WorkerFaultTests {
         func expire(_ id: String) throws {
             _ = try api.pool.withConnection {
                 try $0.execute(
-                    "UPDATE followups SET lease_until = now() - interval '1 second' WHERE id = \(UUID(uuidString: id)!)")
+                    "UPDATE followups SET lease_until = now() - interval '1 second' WHERE id = \(UUID(uuidString: id)!)"
+                )
             }
         }
 
@@ -93,7 +94,9 @@ struct WorkerFaultTests {
             if trialHeld && after == before { unchanged += 1 }
 
             // The current claim still owns the row.
-            #expect(try outbox.finish(current, result: .delivered(httpStatus: 200), startedAt: Date(), duration: .milliseconds(1)))
+            #expect(
+                try outbox.finish(
+                    current, result: .delivered(httpStatus: 200), startedAt: Date(), duration: .milliseconds(1)))
             let attempts = try Hooks.attempts(api, id)
             #expect(attempts.map(\.attempt) == [current.attempt])
             #expect(try Hooks.followUp(api, id).status == "delivered")
@@ -131,13 +134,15 @@ struct WorkerFaultTests {
         // attempt, and the receiver saw an id no more often than it was attempted. A retry after a
         // failed attempt (a loaded receiver refusing a connection) is a second attempt, not a double
         // claim: those are reported below, not failed.
-        #expect(try api.count(
-            "SELECT count(*) AS n FROM (SELECT 1 FROM delivery_attempts GROUP BY followup_id, attempt HAVING count(*) > 1) d"
-        ) == 0)
+        #expect(
+            try api.count(
+                "SELECT count(*) AS n FROM (SELECT 1 FROM delivery_attempts GROUP BY followup_id, attempt HAVING count(*) > 1) d"
+            ) == 0)
         #expect(try api.count("SELECT count(*) AS n FROM delivery_attempts WHERE result = 'delivered'") == total)
-        #expect(try api.count(
-            "SELECT count(*) AS n FROM (SELECT 1 FROM delivery_attempts GROUP BY followup_id HAVING count(*) FILTER (WHERE result = 'delivered') <> 1) d"
-        ) == 0)
+        #expect(
+            try api.count(
+                "SELECT count(*) AS n FROM (SELECT 1 FROM delivery_attempts GROUP BY followup_id HAVING count(*) FILTER (WHERE result = 'delivered') <> 1) d"
+            ) == 0)
         let attemptsByID = Dictionary(
             uniqueKeysWithValues: try api.query(
                 "SELECT followup_id::text AS id, max(attempt) AS attempts FROM delivery_attempts GROUP BY followup_id"
@@ -155,7 +160,9 @@ struct WorkerFaultTests {
         }
         // Every instance's view: all delivered were recorded, none lost its lease; the work was shared.
         let services = [api.service] + others
-        let delivered = services.map { Hooks.metric($0, "actionhook_deliveries_total", ["channel": "webhook", "result": "delivered"]) }
+        let delivered = services.map {
+            Hooks.metric($0, "actionhook_deliveries_total", ["channel": "webhook", "result": "delivered"])
+        }
         let lost = services.map { Hooks.metric($0, "actionhook_deliveries_total", ["result": "lease_lost"]) }
         #expect(delivered.reduce(0, +) == Double(total), "per instance: \(delivered)")
         #expect(lost.reduce(0, +) == 0)
@@ -193,7 +200,9 @@ struct WorkerFaultTests {
         #expect(Set(statuses.keys).isSubset(of: ["delivered", "retrying"]), "\(statuses)")
         let delivered = try Set(ids.filter { try Hooks.followUp(api, $0).status == "delivered" })
         #expect(delivered.isSubset(of: answered), "delivered without a 2xx: \(delivered.subtracting(answered))")
-        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE status = 'retrying' AND lease_until IS NOT NULL") == 0)
+        #expect(
+            try api.count("SELECT count(*) AS n FROM followups WHERE status = 'retrying' AND lease_until IS NOT NULL")
+                == 0)
         #expect(try api.count("SELECT count(*) AS n FROM followups WHERE status = 'retrying' AND due_at > now()") == 0)
 
         // A new instance delivers the rest.
@@ -234,7 +243,8 @@ struct WorkerFaultTests {
             }
         }
         throw TestClientError(
-            description: "the actionhook binary was not found next to the tests (looked in \(directories.map(\.path))); "
+            description:
+                "the actionhook binary was not found next to the tests (looked in \(directories.map(\.path))); "
                 + "build it with `swift build --build-tests` before running this test")
     }
 
@@ -316,7 +326,8 @@ struct WorkerFaultTests {
         environment["ACTIONHOOK_WORKER_CONCURRENCY"] = "16"
         environment["ACTIONHOOK_RETRY_SCHEDULE"] = "1,1,1,1,1,1,1,1,1,1"
         environment["ACTIONHOOK_SHUTDOWN_GRACE_SECONDS"] = "2"
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("actionhook-r3-\(UUID().uuidString).log")
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "actionhook-r3-\(UUID().uuidString).log")
         defer { try? FileManager.default.removeItem(at: log) }
 
         let total = 200
@@ -340,8 +351,10 @@ struct WorkerFaultTests {
         while failure == nil {
             if !current.process.isRunning {
                 current.process.waitUntilExit()
-                if current.process.terminationReason != .uncaughtSignal || current.process.terminationStatus != SIGKILL {
-                    failure = "actionhook exited on its own (\(current.process.terminationReason), \(current.process.terminationStatus))"
+                if current.process.terminationReason != .uncaughtSignal || current.process.terminationStatus != SIGKILL
+                {
+                    failure =
+                        "actionhook exited on its own (\(current.process.terminationReason), \(current.process.terminationStatus))"
                     break
                 }
                 staleChecks.append(try databaseNow())
@@ -352,7 +365,8 @@ struct WorkerFaultTests {
             }
             // Nothing a dead process claimed stays running past lease + sweep (+ slack) of the restart.
             staleChecks = try staleChecks.filter { killedAt in
-                try api.count("SELECT count(*) AS n FROM followups WHERE status = 'running' AND updated_at <= \(killedAt)") > 0
+                try api.count(
+                    "SELECT count(*) AS n FROM followups WHERE status = 'running' AND updated_at <= \(killedAt)") > 0
             }
             if !staleChecks.isEmpty && ContinuousClock.now - lastRestart > .seconds(lease + sweep + 5) {
                 failure = "follow-ups claimed before a kill were still running \(lease + sweep + 5) s after the restart"
@@ -397,12 +411,16 @@ struct WorkerFaultTests {
         #expect(receiver.requests.allSatisfy { WebhookReceiver.signatureIsValid($0, secret: secret) })
         // The one acknowledged just before the kill was not recorded, so it came again (at least once).
         let acked = try #require(killer.ackedThenKilled.withLock { $0 })
-        #expect((counts[acked] ?? 0) >= 2, "the follow-up acknowledged right before a kill arrived \(counts[acked] ?? 0) time(s)")
+        #expect(
+            (counts[acked] ?? 0) >= 2,
+            "the follow-up acknowledged right before a kill arrived \(counts[acked] ?? 0) time(s)")
         #expect(try api.count("SELECT count(*) AS n FROM followups WHERE status = 'running'") == 0)
         // Claims of the killed processes were swept and claimed again; their requests arrived again.
         let reclaimed = try api.count("SELECT count(*) AS n FROM followups WHERE attempt >= 2")
         #expect(reclaimed > 0)
         #expect(receiver.count > total)
-        print("R3: \(receiver.count) requests for \(total) follow-ups, \(reclaimed) reclaimed, acked-then-killed arrived \(counts[acked] ?? 0)x")
+        print(
+            "R3: \(receiver.count) requests for \(total) follow-ups, \(reclaimed) reclaimed, acked-then-killed arrived \(counts[acked] ?? 0)x"
+        )
     }
 }

@@ -2,8 +2,8 @@ import Foundation
 import Logging
 import MicroHTTPD
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// Starts a server on port 0 with `routes`, runs `body`, and stops it.
 func withServer<T>(
@@ -112,7 +112,8 @@ struct HTTPServerTests {
             #expect(response.status == 413)
 
             let small = try HTTPTestClient(port: server.port)
-            try small.send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n")
+            try small.send(
+                "POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n")
             #expect(try small.readResponse().status == 200)
         }
         #expect(seen.withLock { $0 } == 1)
@@ -157,7 +158,9 @@ struct HTTPServerTests {
             }
         }) { server in
             let client = try HTTPTestClient(port: server.port)
-            #expect(try client.request("GET", "/id", headers: [("X-Request-Id", "abc-123")]).headers["x-request-id"] == "abc-123")
+            #expect(
+                try client.request("GET", "/id", headers: [("X-Request-Id", "abc-123")]).headers["x-request-id"]
+                    == "abc-123")
             let generated = try client.request("GET", "/id", headers: [("X-Request-Id", "bad id\u{7f}<script>")])
             let id = try #require(generated.headers["x-request-id"])
             #expect(id != "bad id")
@@ -166,7 +169,9 @@ struct HTTPServerTests {
             var seen = Set<String>()
             for _ in 0..<200 {
                 let generated = try #require(try client.request("GET", "/id").headers["x-request-id"])
-                #expect(generated.wholeMatch(of: /[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}/) != nil)
+                #expect(
+                    generated.wholeMatch(of: /[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}/)
+                        != nil)
                 seen.insert(generated)
             }
             #expect(seen.count == 200 && !seen.contains(id))
@@ -179,7 +184,12 @@ struct HTTPServerTests {
 
     @Test("200 idle and slow connections do not block a normal request")
     func slowClients() throws {
-        try withServer({ $0.perIPConnectionLimit = 0; $0.connectionLimit = 500 }, routes: echoRoutes) { server in
+        try withServer(
+            {
+                $0.perIPConnectionLimit = 0
+                $0.connectionLimit = 500
+            }, routes: echoRoutes
+        ) { server in
             var slow: [HTTPTestClient] = []
             for index in 0..<200 {
                 let client = try HTTPTestClient(port: server.port)
@@ -222,12 +232,15 @@ struct HTTPServerTests {
     @Test("deferred handlers answer from another thread")
     func deferred() throws {
         try withServer(routes: { router in
-            router.add(Route(.get, "/later/{n}", handler: .deferred { request, respond in
-                let n = request.parameter("n")
-                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) {
-                    respond(.text(200, "later \(n)"))
-                }
-            }))
+            router.add(
+                Route(
+                    .get, "/later/{n}",
+                    handler: .deferred { request, respond in
+                        let n = request.parameter("n")
+                        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) {
+                            respond(.text(200, "later \(n)"))
+                        }
+                    }))
             router.add(Route(.get, "/now", handler: .deferred { _, respond in respond(.text(200, "now")) }))
         }) { server in
             let clients = try (0..<20).map { _ in try HTTPTestClient(port: server.port) }
@@ -247,19 +260,24 @@ struct HTTPServerTests {
         // before the server thread decides to suspend (then it sends the answer at once) or after
         // (then the connection is resumed). Each request lands on one side of that race or the other.
         try withServer(routes: { router in
-            router.add(Route(.get, "/race/{n}", handler: .deferred { request, respond in
-                let n = request.parameter("n")
-                let answered = DispatchSemaphore(value: 0)
-                Thread.detachNewThread {
-                    respond(.text(200, "race \(n)"))
-                    answered.signal()
-                }
-                if Int(n)! % 2 == 0 { answered.wait() }
-            }))
+            router.add(
+                Route(
+                    .get, "/race/{n}",
+                    handler: .deferred { request, respond in
+                        let n = request.parameter("n")
+                        let answered = DispatchSemaphore(value: 0)
+                        Thread.detachNewThread {
+                            respond(.text(200, "race \(n)"))
+                            answered.signal()
+                        }
+                        if Int(n)! % 2 == 0 { answered.wait() }
+                    }))
         }) { server in
             let clients = try (0..<8).map { _ in try HTTPTestClient(port: server.port) }
             for round in 0..<25 {
-                for (index, client) in clients.enumerated() { try client.sendRequest("GET", "/race/\(round * 8 + index)") }
+                for (index, client) in clients.enumerated() {
+                    try client.sendRequest("GET", "/race/\(round * 8 + index)")
+                }
                 for (index, client) in clients.enumerated() {
                     #expect(try client.readResponse().text == "race \(round * 8 + index)")
                 }

@@ -95,9 +95,11 @@ public final class TestDatabase: Sendable {
         else { return }
         _ = try? connection.execute(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(schema) CASCADE"))
         if let ownDatabase,
-            let server = try? PostgresConnection(configuration: PostgresConfiguration(connectionString: ownDatabase.server))
+            let server = try? PostgresConnection(
+                configuration: PostgresConfiguration(connectionString: ownDatabase.server))
         {
-            _ = try? server.execute(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(ownDatabase.name) WITH (FORCE)"))
+            _ = try? server.execute(
+                PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(ownDatabase.name) WITH (FORCE)"))
         }
     }
 

@@ -19,8 +19,7 @@ function phone(category, appName, alert) {
     const options = action.options || [];
     const destructive = options.includes("destructive");
     const button = h(
-      "button",
-      { type: "button", class: destructive ? "action destructive" : "action", "data-id": action.identifier, disabled: true },
+      "button", { type: "button", class: destructive ? "action destructive" : "action", "data-id": action.identifier, disabled: true },
       action.title,
     );
     const notes = [
@@ -28,34 +27,29 @@ function phone(category, appName, alert) {
       options.includes("authenticationRequired") ? "needs unlock" : null,
     ].filter(Boolean);
     return h(
-      "div",
-      { class: "action-row" },
+      "div", { class: "action-row" },
       button,
       notes.length ? h("span", { class: "muted" }, notes.join(", ")) : null,
       action.textInput
-        ? h(
-            "div",
-            { class: "text-input-row" },
-            h("input", { type: "text", class: "text-input", placeholder: action.textInput.placeholder, disabled: true, "aria-label": action.title }),
-            h("button", { type: "button", class: "send", disabled: true }, action.textInput.buttonTitle),
-          )
-        : null,
+      ? h(
+        "div", { class: "text-input-row" },
+        h("input", { type: "text", class: "text-input", placeholder: action.textInput.placeholder, disabled: true, "aria-label": action.title }),
+        h("button", { type: "button", class: "send", disabled: true }, action.textInput.buttonTitle),
+      )
+      : null,
     );
   });
   return h(
-    "article",
-    { class: "phone-preview", "data-id": category.identifier },
+    "article", { class: "phone-preview", "data-id": category.identifier },
     h(
-      "div",
-      { class: "notification" },
+      "div", { class: "notification" },
       h("p", { class: "notif-app" }, appName),
       h("p", { class: "notif-title" }, alert.title || category.identifier),
       h("p", { class: "notif-body" }, alert.body || "A notification of this category."),
     ),
     h("div", { class: "actions" }, actions.length ? actions : h("p", { class: "muted" }, "No action buttons.")),
     h(
-      "p",
-      { class: "muted meta" },
+      "p", { class: "muted meta" },
       `Category ${category.identifier}`,
       category.options.length ? `; options ${category.options.join(", ")}` : "",
       category.subjectKey ? `; subject from userInfo.${category.subjectKey}` : "",
@@ -86,8 +80,8 @@ export function render(context) {
       replace(
         grid,
         categories.length
-          ? categories.map((category, index) => phone(category, appName, alertOf(latest[index])))
-          : h("p", { class: "empty" }, "No categories yet."),
+        ? categories.map((category, index) => phone(category, appName, alertOf(latest[index])))
+        : h("p", { class: "empty" }, "No categories yet."),
       );
     } catch (error) {
       if (context.alive()) context.error(error);

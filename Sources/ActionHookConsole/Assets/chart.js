@@ -35,16 +35,14 @@ export function repliesChart(series, bucketSeconds) {
       y -= height;
       bars.push(
         svg(
-          "rect",
-          { x: PAD + 2 + index * step, y, width: Math.max(1, step - 1), height, class: `bar outcome-${outcome}` },
+          "rect", { x: PAD + 2 + index * step, y, width: Math.max(1, step - 1), height, class: `bar outcome-${outcome}` },
           svg("title", {}, `${bucket.start}: ${count} ${outcome}`),
         ),
       );
     }
   });
   return svg(
-    "svg",
-    { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: "chart chart-replies", role: "img", "aria-label": "Replies per bucket by outcome" },
+    "svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: "chart chart-replies", role: "img", "aria-label": "Replies per bucket by outcome" },
     frame(`replies per ${bucketSeconds / 60} min`, `${max}`),
     bars,
   );
@@ -68,8 +66,7 @@ export function latencyChart(series) {
     );
   });
   return svg(
-    "svg",
-    { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: "chart chart-latency", role: "img", "aria-label": "Delivery latency" },
+    "svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: "chart chart-latency", role: "img", "aria-label": "Delivery latency" },
     frame("delivery latency, ms (line: mean, dots: max)", `${max} ms`),
     points.length > 1 ? svg("polyline", { points: points.join(" "), class: "latency-line" }) : null,
     dots,

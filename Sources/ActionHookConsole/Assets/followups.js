@@ -15,8 +15,7 @@ export function render(context) {
     h("h1", {}, "Follow-ups"),
     h("label", { for: "followup-status", class: "field inline" }, h("span", {}, "Status"), status),
     h(
-      "table",
-      { class: "followups" },
+      "table", { class: "followups" },
       h("thead", {}, h("tr", {}, ["created", "channel", "status", "attempts", "last error", ""].map((name) => h("th", {}, name)))),
       list,
     ),
@@ -70,19 +69,18 @@ export function render(context) {
       replace(
         list,
         page.items.length
-          ? page.items.map((followUp) =>
-              h(
-                "tr",
-                { class: "followup-row", "data-id": followUp.id, "data-status": followUp.status },
-                h("td", {}, time(followUp.createdAt)),
-                h("td", {}, followUp.channel),
-                h("td", {}, h("span", { class: `badge status status-${followUp.status}` }, followUp.status)),
-                h("td", {}, followUp.attempt),
-                h("td", { class: "last-error" }, followUp.lastError ?? "—"),
-                actions(followUp),
-              ),
-            )
-          : h("tr", {}, h("td", { colspan: 6, class: "empty" }, "No follow-ups.")),
+        ? page.items.map((followUp) =>
+          h(
+            "tr", { class: "followup-row", "data-id": followUp.id, "data-status": followUp.status },
+            h("td", {}, time(followUp.createdAt)),
+            h("td", {}, followUp.channel),
+            h("td", {}, h("span", { class: `badge status status-${followUp.status}` }, followUp.status)),
+            h("td", {}, followUp.attempt),
+            h("td", { class: "last-error" }, followUp.lastError ?? "—"),
+            actions(followUp),
+          ),
+        )
+        : h("tr", {}, h("td", { colspan: 6, class: "empty" }, "No follow-ups.")),
       );
     } catch (error) {
       if (context.alive()) context.error(error);

@@ -9,13 +9,11 @@ const STATUSES = ["pending", "running", "retrying", "delivered", "dead", "cancel
 
 function countsTable(title, names, hour, day) {
   return h(
-    "table",
-    { class: "counts" },
+    "table", { class: "counts" },
     h("caption", {}, title),
     h("thead", {}, h("tr", {}, h("th", {}, ""), h("th", {}, "1 h"), h("th", {}, "24 h"))),
     h(
-      "tbody",
-      {},
+      "tbody", {},
       names.map((name) =>
         h("tr", { "data-name": name }, h("th", {}, name), h("td", { class: "hour" }, hour[name] || 0), h("td", { class: "day" }, day[name] || 0)),
       ),
@@ -25,19 +23,16 @@ function countsTable(title, names, hour, day) {
 
 function card(app, hour, day) {
   return h(
-    "article",
-    { class: "app-card", "data-app": app.id },
+    "article", { class: "app-card", "data-app": app.id },
     h("h2", {}, app.name || app.id, " ", h("small", {}, app.id)),
     h(
-      "p",
-      { class: "dead-letters" },
+      "p", { class: "dead-letters" },
       "Dead letters: ",
       h("strong", { class: hour.deadLetters ? "bad" : "" }, hour.deadLetters),
       hour.deadLetters ? h("a", { href: "#followups" }, " review") : null,
     ),
     h(
-      "div",
-      { class: "tables" },
+      "div", { class: "tables" },
       countsTable("Replies by outcome", OUTCOMES, hour.replies, day.replies),
       countsTable("Follow-ups by status", STATUSES, hour.followUps, day.followUps),
     ),

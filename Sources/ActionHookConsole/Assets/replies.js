@@ -19,11 +19,9 @@ function isoFromLocal(value) {
 export function followUpView(followUp) {
   const attempts = followUp.attempts || [];
   return h(
-    "div",
-    { class: "followup", "data-id": followUp.id, "data-status": followUp.status },
+    "div", { class: "followup", "data-id": followUp.id, "data-status": followUp.status },
     h(
-      "p",
-      {},
+      "p", {},
       h("strong", {}, followUp.channel),
       " ",
       h("span", { class: `badge status status-${followUp.status}` }, followUp.status),
@@ -31,28 +29,25 @@ export function followUpView(followUp) {
       followUp.lastError ? h("span", { class: "last-error" }, ` — ${followUp.lastError}`) : null,
     ),
     attempts.length
-      ? h(
-          "table",
-          { class: "attempts" },
-          h("thead", {}, h("tr", {}, ["#", "started", "result", "HTTP", "error", "ms"].map((name) => h("th", {}, name)))),
+    ? h(
+      "table", { class: "attempts" },
+      h("thead", {}, h("tr", {}, ["#", "started", "result", "HTTP", "error", "ms"].map((name) => h("th", {}, name)))),
+      h(
+        "tbody", {},
+        attempts.map((attempt) =>
           h(
-            "tbody",
-            {},
-            attempts.map((attempt) =>
-              h(
-                "tr",
-                { class: `attempt result-${attempt.result}` },
-                h("td", {}, attempt.attempt),
-                h("td", {}, time(attempt.startedAt)),
-                h("td", { class: "result" }, attempt.result),
-                h("td", {}, attempt.httpStatus ?? "—"),
-                h("td", {}, attempt.errorClass ?? "—"),
-                h("td", {}, attempt.durationMs),
-              ),
-            ),
+            "tr", { class: `attempt result-${attempt.result}` },
+            h("td", {}, attempt.attempt),
+            h("td", {}, time(attempt.startedAt)),
+            h("td", { class: "result" }, attempt.result),
+            h("td", {}, attempt.httpStatus ?? "—"),
+            h("td", {}, attempt.errorClass ?? "—"),
+            h("td", {}, attempt.durationMs),
           ),
-        )
-      : h("p", { class: "muted" }, "No attempt yet."),
+        ),
+      ),
+    )
+    : h("p", { class: "muted" }, "No attempt yet."),
     h("details", {}, h("summary", {}, "Payload"), h("pre", { class: "payload" }, json(followUp.payload))),
   );
 }
@@ -68,8 +63,7 @@ export function render(context) {
     until: h("input", { id: "filter-until", type: "datetime-local" }),
   };
   const form = h(
-    "form",
-    { class: "filters", id: "reply-filters" },
+    "form", { class: "filters", id: "reply-filters" },
     field("filter-subject", "Subject", inputs.subject),
     field("filter-action", "Action", inputs.action),
     field("filter-category", "Category", inputs.category),
@@ -86,15 +80,12 @@ export function render(context) {
     h("h1", {}, "Replies"),
     form,
     h(
-      "div",
-      { class: "split" },
+      "div", { class: "split" },
       h(
-        "div",
-        { class: "feed" },
+        "div", { class: "feed" },
         updated,
         h(
-          "table",
-          { class: "replies" },
+          "table", { class: "replies" },
           h("thead", {}, h("tr", {}, ["received", "action", "category", "subject", "outcome"].map((name) => h("th", {}, name)))),
           feed,
         ),
@@ -122,8 +113,7 @@ export function render(context) {
         detail,
         h("h2", {}, "Reply ", h("code", {}, reply.id)),
         h(
-          "dl",
-          {},
+          "dl", {},
           h("dt", {}, "Action"), h("dd", { class: "action" }, reply.actionIdentifier),
           h("dt", {}, "Category"), h("dd", {}, reply.categoryIdentifier ?? "—"),
           h("dt", {}, "Outcome"), h("dd", {}, h("span", { class: `badge outcome-${reply.outcome}` }, reply.outcome)),
@@ -169,23 +159,22 @@ export function render(context) {
       replace(
         feed,
         page.items.length
-          ? page.items.map((reply) => {
-              const row = h(
-                "tr",
-                { "data-id": reply.id, class: reply.id === selected ? "selected" : "", tabindex: 0 },
-                h("td", {}, time(reply.receivedAt)),
-                h("td", { class: "action" }, reply.actionIdentifier),
-                h("td", {}, reply.categoryIdentifier ?? "—"),
-                h("td", {}, reply.subject ?? "—"),
-                h("td", {}, h("span", { class: `badge outcome-${reply.outcome}` }, reply.outcome)),
-              );
-              row.addEventListener("click", () => openDetail(reply.id));
-              row.addEventListener("keydown", (event) => {
-                if (event.key === "Enter") openDetail(reply.id);
-              });
-              return row;
-            })
-          : h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No replies match.")),
+        ? page.items.map((reply) => {
+          const row = h(
+            "tr", { "data-id": reply.id, class: reply.id === selected ? "selected" : "", tabindex: 0 },
+            h("td", {}, time(reply.receivedAt)),
+            h("td", { class: "action" }, reply.actionIdentifier),
+            h("td", {}, reply.categoryIdentifier ?? "—"),
+            h("td", {}, reply.subject ?? "—"),
+            h("td", {}, h("span", { class: `badge outcome-${reply.outcome}` }, reply.outcome)),
+          );
+          row.addEventListener("click", () => openDetail(reply.id));
+          row.addEventListener("keydown", (event) => {
+            if (event.key === "Enter") openDetail(reply.id);
+          });
+          return row;
+        })
+        : h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No replies match.")),
       );
     } catch (error) {
       if (context.alive()) context.error(error);

@@ -38,16 +38,15 @@ export function render(context) {
       replace(
         list,
         rules.length
-          ? rules.map((rule) =>
-              h(
-                "li",
-                { "data-id": rule.id, class: rule.enabled ? "rule" : "rule disabled" },
-                h("p", {}, h("strong", { class: "rule-id" }, rule.id), ` priority ${rule.priority}, handler ${rule.handler.type}`, rule.enabled ? "" : " (disabled)"),
-                rule.description ? h("p", { class: "muted" }, rule.description) : null,
-                h("details", {}, h("summary", {}, "Definition"), h("pre", {}, json(rule))),
-              ),
-            )
-          : h("li", { class: "empty" }, "No rules: every reply is stored as unmatched."),
+        ? rules.map((rule) =>
+          h(
+            "li", { "data-id": rule.id, class: rule.enabled ? "rule" : "rule disabled" },
+            h("p", {}, h("strong", { class: "rule-id" }, rule.id), ` priority ${rule.priority}, handler ${rule.handler.type}`, rule.enabled ? "" : " (disabled)"),
+            rule.description ? h("p", { class: "muted" }, rule.description) : null,
+            h("details", {}, h("summary", {}, "Definition"), h("pre", {}, json(rule))),
+          ),
+        )
+        : h("li", { class: "empty" }, "No rules: every reply is stored as unmatched."),
       );
     } catch (error) {
       if (context.alive()) context.error(error);
@@ -69,8 +68,7 @@ export function render(context) {
       replace(
         result,
         h(
-          "p",
-          { class: answer.matched ? "match" : "no-match" },
+          "p", { class: answer.matched ? "match" : "no-match" },
           answer.matched ? "Matched rule " : "No rule matched",
           answer.matched ? h("strong", { class: "matched-rule" }, answer.ruleId) : null,
           `; outcome ${answer.outcome}`,

@@ -133,7 +133,8 @@ public struct AppDefinition: Sendable, Equatable {
                 patched.webhook = nil
             } else if let object = value.objectValue {
                 patched.webhook = Self.decodeWebhook(object, existing: webhook, &diagnostics)
-                if webhook == nil, let endpoint = patched.webhook, object["secret"] == nil || object["secret"] == .null {
+                if webhook == nil, let endpoint = patched.webhook, object["secret"] == nil || object["secret"] == .null
+                {
                     generated = endpoint.secret
                 }
             } else {
@@ -183,7 +184,8 @@ public struct AppDefinition: Sendable, Equatable {
             privateKey, "privateKey", { (try? P256.Signing.PrivateKey(pemRepresentation: $0)) != nil },
             "must be an ES256 .p8 key in PEM form")
         require(topic, "topic", { !$0.isEmpty && $0.count <= 255 }, "must be 1 to 255 characters")
-        require(environment, "environment", { ["sandbox", "production"].contains($0) }, "must be sandbox or production")
+        require(
+            environment, "environment", { ["sandbox", "production"].contains($0) }, "must be sandbox or production")
         guard valid, let teamId, let keyId, let privateKey, let topic else { return nil }
         return APNsCredentials(
             teamId: teamId, keyId: keyId, privateKey: privateKey, topic: topic, environment: environment)

@@ -21,7 +21,8 @@ public struct APNsProviderToken: Sendable {
         let signingInput = header + "." + claims
         let signature = try key.signature(for: Array(signingInput.utf8))
         // JWS ES256 wants the raw r || s form, not DER.
-        return APNsProviderToken(jwt: signingInput + "." + base64URL(Array(signature.rawRepresentation)), issuedAt: issuedAt)
+        return APNsProviderToken(
+            jwt: signingInput + "." + base64URL(Array(signature.rawRepresentation)), issuedAt: issuedAt)
     }
 
     /// Whether the token should be replaced at `now`.

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -43,7 +44,9 @@ public enum AddressPolicy {
         case .v6(let bytes):
             // IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::/96) carry an
             // IPv4 address that decides.
-            if bytes[0..<10].allSatisfy({ $0 == 0 }) && (bytes[10] == 0xFF && bytes[11] == 0xFF || bytes[10] == 0 && bytes[11] == 0) {
+            if bytes[0..<10].allSatisfy({ $0 == 0 })
+                && (bytes[10] == 0xFF && bytes[11] == 0xFF || bytes[10] == 0 && bytes[11] == 0)
+            {
                 return isPublicV4(v4(bytes[12...]))
             }
             if bytes[0] == 0x00 && bytes[1] == 0x64 && bytes[2] == 0xFF && bytes[3] == 0x9B

@@ -22,7 +22,8 @@ public struct RetryPolicy: Sendable, Equatable {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
         let values = parts.compactMap { Int($0) }
-        guard !parts.isEmpty, parts.count <= 50, values.count == parts.count, values.allSatisfy({ $0 >= 0 && $0 <= 604_800 })
+        guard !parts.isEmpty, parts.count <= 50, values.count == parts.count,
+            values.allSatisfy({ $0 >= 0 && $0 <= 604_800 })
         else { return nil }
         return RetryPolicy(schedule: values)
     }

@@ -169,7 +169,9 @@ public struct IngestPlan: Sendable {
         }
         self.outcome = outcome
         followUps = planned.map {
-            FollowUp(id: UUID.timeOrdered(), planned: $0, dueAt: receivedAt.addingTimeInterval(TimeInterval($0.delaySeconds)))
+            FollowUp(
+                id: UUID.timeOrdered(), planned: $0, dueAt: receivedAt.addingTimeInterval(TimeInterval($0.delaySeconds))
+            )
         }
         var body: JSONObject = [
             "id": .string(responseID.lowercasedString), "outcome": .string(outcome.rawValue),

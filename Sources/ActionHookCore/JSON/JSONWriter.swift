@@ -128,7 +128,8 @@ extension JSONValue {
         var text = text
         return text.withUTF8 { utf8 in
             var count = 2 + utf8.count
-            for index in utf8.indices where utf8[index] < 0x20 || utf8[index] == 0x22 || utf8[index] == 0x5C
+            for index in utf8.indices
+            where utf8[index] < 0x20 || utf8[index] == 0x22 || utf8[index] == 0x5C
                 || utf8[index] == 0xE2
             {
                 let length = escapedLength(utf8, at: index)
@@ -148,7 +149,8 @@ extension JSONValue {
         case 0..<0x20:
             return 6
         case 0xE2:
-            let isLineBreak = index + 2 < utf8.count && utf8[index + 1] == 0x80
+            let isLineBreak =
+                index + 2 < utf8.count && utf8[index + 1] == 0x80
                 && (utf8[index + 2] == 0xA8 || utf8[index + 2] == 0xA9)
             return isLineBreak ? 6 : 0
         default:

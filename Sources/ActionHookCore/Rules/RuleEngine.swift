@@ -59,12 +59,15 @@ public enum RuleEngine {
                 missing.append(
                     FieldError(
                         pointer: "/notificationIdentifier",
-                        detail: "is required for a snooze: maxSnoozes is counted and later answers cancel it per notification"))
+                        detail:
+                            "is required for a snooze: maxSnoozes is counted and later answers cancel it per notification"
+                    ))
             }
             if response.deviceToken == nil && !allowMissing.contains("deviceToken") {
                 missing.append(
                     FieldError(
-                        pointer: "/deviceToken", detail: "is required for a snooze: the notification is sent again to this device"))
+                        pointer: "/deviceToken",
+                        detail: "is required for a snooze: the notification is sent again to this device"))
             }
             if !missing.isEmpty { throw .invalid(missing) }
             return

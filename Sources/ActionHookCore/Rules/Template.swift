@@ -88,7 +88,8 @@ public enum Template {
         case .object(let object):
             // Same names as the template's, so still unique.
             return .object(
-                JSONObject(uniqueMembers: object.members.map { (key: $0.key, value: render($0.value, resolve: resolve)) }))
+                JSONObject(
+                    uniqueMembers: object.members.map { (key: $0.key, value: render($0.value, resolve: resolve)) }))
         default:
             return value
         }

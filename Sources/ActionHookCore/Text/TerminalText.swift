@@ -10,7 +10,8 @@ public enum TerminalText {
         for scalar in text.unicodeScalars {
             if isEscaped(scalar) {
                 let digits = String(scalar.value, radix: 16)
-                out += scalar.value < 0x80
+                out +=
+                    scalar.value < 0x80
                     ? "\\x" + String(repeating: "0", count: 2 - digits.count) + digits
                     : "\\u" + String(repeating: "0", count: 4 - digits.count) + digits
             } else {

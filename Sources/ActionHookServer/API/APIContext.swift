@@ -1,10 +1,10 @@
 import ActionHookCore
 import ActionHookStore
 import Foundation
+import Locks
 import Logging
 import MicroHTTPD
 import Postgres
-import Locks
 
 /// What every API route needs: the stores, authentication, caches, limits and error mapping.
 struct APIContext: Sendable {
@@ -64,13 +64,15 @@ struct APIContext: Sendable {
             guard let url = entry.url, !WebhookURL.isAllowedTarget(url, allowPrivate: allowPrivateWebhooks) else {
                 return nil
             }
-            return FieldError(pointer: entry.pointer, detail: "must not target a loopback, private or link-local address")
+            return FieldError(
+                pointer: entry.pointer, detail: "must not target a loopback, private or link-local address")
         }
         if !refused.isEmpty { throw ValidationFailure.invalid(refused) }
     }
 
     /// A handler whose thrown errors become problem responses.
-    func endpoint(_ body: @escaping @Sendable (HTTPRequest) throws -> HTTPResponse) -> @Sendable (HTTPRequest)
+    func endpoint(_ body: @escaping @Sendable (HTTPRequest) throws -> HTTPResponse)
+        -> @Sendable (HTTPRequest)
         -> HTTPResponse
     {
         { request in
@@ -83,7 +85,8 @@ struct APIContext: Sendable {
     }
 
     /// A handler for admin routes: the admin token is checked first.
-    func admin(_ body: @escaping @Sendable (HTTPRequest) throws -> HTTPResponse) -> @Sendable (HTTPRequest)
+    func admin(_ body: @escaping @Sendable (HTTPRequest) throws -> HTTPResponse)
+        -> @Sendable (HTTPRequest)
         -> HTTPResponse
     {
         endpoint { request in
@@ -93,7 +96,8 @@ struct APIContext: Sendable {
     }
 
     /// A handler for routes under `/v1/apps/{app}`: admin token, then the app must exist (404 otherwise).
-    func appAdmin(_ body: @escaping @Sendable (HTTPRequest, String) throws -> HTTPResponse) -> @Sendable (HTTPRequest)
+    func appAdmin(_ body: @escaping @Sendable (HTTPRequest, String) throws -> HTTPResponse)
+        -> @Sendable (HTTPRequest)
         -> HTTPResponse
     {
         admin { request in

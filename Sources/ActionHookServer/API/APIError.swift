@@ -72,7 +72,8 @@ struct ErrorMapper: Sendable {
             }
             return .problem(problem(for: error), headers: headers(for: error))
         case is IngestBatcherStopped:
-            return .problem(.unavailable("The server is shutting down; retry the request."), headers: ["Retry-After": "1"])
+            return .problem(
+                .unavailable("The server is shutting down; retry the request."), headers: ["Retry-After": "1"])
         case is IngestDeadlinePassed:
             logger.warning("database did not answer in time", metadata: ["request_id": "\(request.requestID)"])
             return .problem(

@@ -6,69 +6,91 @@ import MicroHTTPD
 /// Apps, their ingest keys, and admin tokens.
 extension APIContext {
     func registerAppRoutes(in router: inout Router) {
-        router.add(.post, "/v1/apps", admin { request in
-            let (app, generatedSecret) = try AppDefinition.decodeCreate(try request.jsonBody())
-            try checkWebhookTargets([("/webhook/url", app.webhook?.url)])
-            let (stored, key) = try apps.create(app)
-            guard case .object(var answer) = stored.json else { return .json(201, stored.json) }
-            answer["ingestKey"] = key.json
-            if let generatedSecret { answer["webhookSecret"] = .string(generatedSecret) }
-            return .json(201, .object(answer), headers: ["Location": "/v1/apps/\(app.id)"])
-        })
-        router.add(.get, "/v1/apps", admin { request in
-            let paging = try request.pageRequest()
-            let page = try apps.list(PageRequest(limit: paging.limit, cursor: paging.cursor))
-            return .list(page.items.map(\.json), nextCursor: page.nextCursor)
-        })
-        router.add(.get, "/v1/apps/{app}", appAdmin { _, appID in
-            guard let app = try apps.app(appID) else { throw APIError.notFound("app") }
-            return .json(200, app.json)
-        })
-        router.add(.patch, "/v1/apps/{app}", appAdmin { request, appID in
-            let body = try request.jsonBody()
-            var generatedSecret: String?
-            let updated = try apps.update(appID) { current in
-                let (patched, generated) = try current.applyingPatch(body)
-                try checkWebhookTargets([("/webhook/url", patched.webhook?.url)])
-                generatedSecret = generated
-                return patched
-            }
-            cache.invalidate(appID: appID)
-            guard let generatedSecret, case .object(var answer) = updated.json else { return .json(200, updated.json) }
-            answer["webhookSecret"] = .string(generatedSecret)
-            return .json(200, .object(answer))
-        })
-        router.add(.delete, "/v1/apps/{app}", appAdmin { _, appID in
-            guard try apps.delete(appID) else { throw APIError.notFound("app") }
-            cache.invalidate(appID: appID)
-            return .noContent
-        })
-        router.add(.post, "/v1/apps/{app}/keys", appAdmin { request, appID in
-            try requireEmptyBody(request)
-            return .json(201, try apps.createKey(appID: appID).json)
-        })
-        router.add(.delete, "/v1/apps/{app}/keys/{keyId}", appAdmin { request, appID in
-            let keyID = try request.uuidParameter("keyId", what: "ingest key")
-            guard try apps.revokeKey(appID: appID, keyID: keyID) else { throw APIError.notFound("ingest key") }
-            cache.invalidate(appID: appID)
-            return .noContent
-        })
+        router.add(
+            .post, "/v1/apps",
+            admin { request in
+                let (app, generatedSecret) = try AppDefinition.decodeCreate(try request.jsonBody())
+                try checkWebhookTargets([("/webhook/url", app.webhook?.url)])
+                let (stored, key) = try apps.create(app)
+                guard case .object(var answer) = stored.json else { return .json(201, stored.json) }
+                answer["ingestKey"] = key.json
+                if let generatedSecret { answer["webhookSecret"] = .string(generatedSecret) }
+                return .json(201, .object(answer), headers: ["Location": "/v1/apps/\(app.id)"])
+            })
+        router.add(
+            .get, "/v1/apps",
+            admin { request in
+                let paging = try request.pageRequest()
+                let page = try apps.list(PageRequest(limit: paging.limit, cursor: paging.cursor))
+                return .list(page.items.map(\.json), nextCursor: page.nextCursor)
+            })
+        router.add(
+            .get, "/v1/apps/{app}",
+            appAdmin { _, appID in
+                guard let app = try apps.app(appID) else { throw APIError.notFound("app") }
+                return .json(200, app.json)
+            })
+        router.add(
+            .patch, "/v1/apps/{app}",
+            appAdmin { request, appID in
+                let body = try request.jsonBody()
+                var generatedSecret: String?
+                let updated = try apps.update(appID) { current in
+                    let (patched, generated) = try current.applyingPatch(body)
+                    try checkWebhookTargets([("/webhook/url", patched.webhook?.url)])
+                    generatedSecret = generated
+                    return patched
+                }
+                cache.invalidate(appID: appID)
+                guard let generatedSecret, case .object(var answer) = updated.json else {
+                    return .json(200, updated.json)
+                }
+                answer["webhookSecret"] = .string(generatedSecret)
+                return .json(200, .object(answer))
+            })
+        router.add(
+            .delete, "/v1/apps/{app}",
+            appAdmin { _, appID in
+                guard try apps.delete(appID) else { throw APIError.notFound("app") }
+                cache.invalidate(appID: appID)
+                return .noContent
+            })
+        router.add(
+            .post, "/v1/apps/{app}/keys",
+            appAdmin { request, appID in
+                try requireEmptyBody(request)
+                return .json(201, try apps.createKey(appID: appID).json)
+            })
+        router.add(
+            .delete, "/v1/apps/{app}/keys/{keyId}",
+            appAdmin { request, appID in
+                let keyID = try request.uuidParameter("keyId", what: "ingest key")
+                guard try apps.revokeKey(appID: appID, keyID: keyID) else { throw APIError.notFound("ingest key") }
+                cache.invalidate(appID: appID)
+                return .noContent
+            })
 
-        router.add(.post, "/v1/admin-tokens", admin { request in
-            var reader = try AdminTokenRequest(request.jsonBody())
-            let (info, secret) = try adminTokens.create(name: try reader.name())
-            guard case .object(var answer) = info.json else { return .json(201, info.json) }
-            answer["token"] = .string(secret)
-            return .json(201, .object(answer))
-        })
-        router.add(.get, "/v1/admin-tokens", admin { _ in
-            .list(try adminTokens.list().map(\.json), nextCursor: nil)
-        })
-        router.add(.delete, "/v1/admin-tokens/{tokenId}", admin { request in
-            let id = try request.uuidParameter("tokenId", what: "admin token")
-            guard try adminTokens.revoke(id: id) else { throw APIError.notFound("admin token") }
-            return .noContent
-        })
+        router.add(
+            .post, "/v1/admin-tokens",
+            admin { request in
+                var reader = try AdminTokenRequest(request.jsonBody())
+                let (info, secret) = try adminTokens.create(name: try reader.name())
+                guard case .object(var answer) = info.json else { return .json(201, info.json) }
+                answer["token"] = .string(secret)
+                return .json(201, .object(answer))
+            })
+        router.add(
+            .get, "/v1/admin-tokens",
+            admin { _ in
+                .list(try adminTokens.list().map(\.json), nextCursor: nil)
+            })
+        router.add(
+            .delete, "/v1/admin-tokens/{tokenId}",
+            admin { request in
+                let id = try request.uuidParameter("tokenId", what: "admin token")
+                guard try adminTokens.revoke(id: id) else { throw APIError.notFound("admin token") }
+                return .noContent
+            })
     }
 
     /// Routes that take no body accept an empty one or `{}`.

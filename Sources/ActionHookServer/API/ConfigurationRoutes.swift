@@ -9,22 +9,28 @@ extension APIContext {
     static let configurationBodyLimit = 4 * 1024 * 1024
 
     func registerConfigurationRoutes(in router: inout Router) {
-        router.add(.get, "/v1/apps/{app}/config", appAdmin { _, appID in
-            let current = try configurations.current(appID: appID)
-            return .json(200, current.json, headers: ["ETag": current.etag])
-        })
-        router.add(.put, "/v1/apps/{app}/config", bodyLimit: Self.configurationBodyLimit, appAdmin { request, appID in
-            let dryRun = try booleanQuery(request, "dryRun")
-            let configuration = try AppConfiguration.decode(
-                try request.jsonBody(), allowPrivateWebhooks: allowPrivateWebhooks)
-            let result = try configurations.replace(
-                appID: appID, with: configuration, ifMatch: try ifMatchTag(request), dryRun: dryRun)
-            if !dryRun && !result.changes.isEmpty { cache.invalidate(appID: appID) }
-            guard case .object(var answer) = result.changes.json else { preconditionFailure("changes are an object") }
-            answer["dryRun"] = .bool(dryRun)
-            answer["etag"] = .string(result.etag)
-            return .json(200, .object(answer), headers: ["ETag": result.etag])
-        })
+        router.add(
+            .get, "/v1/apps/{app}/config",
+            appAdmin { _, appID in
+                let current = try configurations.current(appID: appID)
+                return .json(200, current.json, headers: ["ETag": current.etag])
+            })
+        router.add(
+            .put, "/v1/apps/{app}/config", bodyLimit: Self.configurationBodyLimit,
+            appAdmin { request, appID in
+                let dryRun = try booleanQuery(request, "dryRun")
+                let configuration = try AppConfiguration.decode(
+                    try request.jsonBody(), allowPrivateWebhooks: allowPrivateWebhooks)
+                let result = try configurations.replace(
+                    appID: appID, with: configuration, ifMatch: try ifMatchTag(request), dryRun: dryRun)
+                if !dryRun && !result.changes.isEmpty { cache.invalidate(appID: appID) }
+                guard case .object(var answer) = result.changes.json else {
+                    preconditionFailure("changes are an object")
+                }
+                answer["dryRun"] = .bool(dryRun)
+                answer["etag"] = .string(result.etag)
+                return .json(200, .object(answer), headers: ["ETag": result.etag])
+            })
     }
 
     /// The entity tag named by `If-Match`, `nil` for none or `*`. A weak tag never matches a strong one

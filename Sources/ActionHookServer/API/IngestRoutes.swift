@@ -7,16 +7,18 @@ import MicroHTTPD
 extension APIContext {
     func registerIngestRoutes(in router: inout Router) {
         router.add(Route(.post, "/v1/responses", handler: .deferred(ingest)))
-        router.add(.get, "/v1/categories", endpoint { request in
-            let principal = try auth.requireIngestKey(request)
-            let listing = CategoryListing(try ruleSet(appID: principal.appID).categories.values)
-            // The app revalidates its kept copy on every launch; an unchanged set costs no body.
-            let headers: HTTPHeaders = ["ETag": listing.etag, "Cache-Control": "no-cache"]
-            if let match = request.headers["if-none-match"], listing.isNotModified(ifNoneMatch: match) {
-                return HTTPResponse(status: 304, headers: headers)
-            }
-            return .json(200, listing.body, headers: headers)
-        })
+        router.add(
+            .get, "/v1/categories",
+            endpoint { request in
+                let principal = try auth.requireIngestKey(request)
+                let listing = CategoryListing(try ruleSet(appID: principal.appID).categories.values)
+                // The app revalidates its kept copy on every launch; an unchanged set costs no body.
+                let headers: HTTPHeaders = ["ETag": listing.etag, "Cache-Control": "no-cache"]
+                if let match = request.headers["if-none-match"], listing.isNotModified(ifNoneMatch: match) {
+                    return HTTPResponse(status: 304, headers: headers)
+                }
+                return .json(200, listing.body, headers: headers)
+            })
     }
 
     /// Validates on the server thread, then hands the write to the group-commit batcher; the
@@ -37,7 +39,8 @@ extension APIContext {
                 switch stored.answer.outcome {
                 case .expired:
                     if !replayed { metrics.replyExpired(appID: item.appID, category: knownCategory(item)) }
-                    respond(errors.response(for: ReplyExpired(answer: stored.answer, replayed: replayed), request: request))
+                    respond(
+                        errors.response(for: ReplyExpired(answer: stored.answer, replayed: replayed), request: request))
                 default:
                     respond(
                         replayed

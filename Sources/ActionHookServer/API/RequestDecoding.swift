@@ -12,7 +12,9 @@ extension HTTPRequest {
         // A raw NUL is a syntax error, so U+0000 can only come from a `\u0000` escape: walk the value
         // for it only when the bytes hold one.
         if Self.containsEscapedNUL(body), let pointer = value.pointerToNUL {
-            throw ValidationFailure.invalid([FieldError(pointer: pointer, detail: "must not contain the character U+0000")])
+            throw ValidationFailure.invalid([
+                FieldError(pointer: pointer, detail: "must not contain the character U+0000")
+            ])
         }
         return value
     }

@@ -6,40 +6,52 @@ import MicroHTTPD
 /// Rules, with `ETag`/`If-Match`, and the dry run.
 extension APIContext {
     func registerRuleRoutes(in router: inout Router) {
-        router.add(.post, "/v1/apps/{app}/rules/test", appAdmin { request, appID in
-            try dryRun(request, appID: appID)
-        })
-        router.add(.post, "/v1/apps/{app}/rules", appAdmin { request, appID in
-            let rule = try Rule.decode(try request.jsonBody(), id: nil)
-            try checkWebhookTargets(rule)
-            let stored = try rules.create(appID: appID, rule)
-            cache.invalidate(appID: appID)
-            return .json(
-                201, stored.json, headers: ["ETag": stored.etag, "Location": "/v1/apps/\(appID)/rules/\(rule.id)"])
-        })
-        router.add(.get, "/v1/apps/{app}/rules", appAdmin { request, appID in
-            let paging = try request.pageRequest()
-            let page = try rules.list(appID: appID, PageRequest(limit: paging.limit, cursor: paging.cursor))
-            return .list(page.items.map(\.json), nextCursor: page.nextCursor)
-        })
-        router.add(.get, "/v1/apps/{app}/rules/{rule}", appAdmin { request, appID in
-            guard let stored = try rules.get(appID: appID, id: request.parameter("rule")) else {
-                throw APIError.notFound("rule")
-            }
-            return .json(200, stored.json, headers: ["ETag": stored.etag])
-        })
-        router.add(.put, "/v1/apps/{app}/rules/{rule}", appAdmin { request, appID in
-            let rule = try Rule.decode(try request.jsonBody(), id: request.parameter("rule"))
-            try checkWebhookTargets(rule)
-            let stored = try rules.replace(appID: appID, rule, ifMatch: try ifMatchVersion(request))
-            cache.invalidate(appID: appID)
-            return .json(200, stored.json, headers: ["ETag": stored.etag])
-        })
-        router.add(.delete, "/v1/apps/{app}/rules/{rule}", appAdmin { request, appID in
-            try rules.delete(appID: appID, id: request.parameter("rule"), ifMatch: try ifMatchVersion(request))
-            cache.invalidate(appID: appID)
-            return .noContent
-        })
+        router.add(
+            .post, "/v1/apps/{app}/rules/test",
+            appAdmin { request, appID in
+                try dryRun(request, appID: appID)
+            })
+        router.add(
+            .post, "/v1/apps/{app}/rules",
+            appAdmin { request, appID in
+                let rule = try Rule.decode(try request.jsonBody(), id: nil)
+                try checkWebhookTargets(rule)
+                let stored = try rules.create(appID: appID, rule)
+                cache.invalidate(appID: appID)
+                return .json(
+                    201, stored.json, headers: ["ETag": stored.etag, "Location": "/v1/apps/\(appID)/rules/\(rule.id)"])
+            })
+        router.add(
+            .get, "/v1/apps/{app}/rules",
+            appAdmin { request, appID in
+                let paging = try request.pageRequest()
+                let page = try rules.list(appID: appID, PageRequest(limit: paging.limit, cursor: paging.cursor))
+                return .list(page.items.map(\.json), nextCursor: page.nextCursor)
+            })
+        router.add(
+            .get, "/v1/apps/{app}/rules/{rule}",
+            appAdmin { request, appID in
+                guard let stored = try rules.get(appID: appID, id: request.parameter("rule")) else {
+                    throw APIError.notFound("rule")
+                }
+                return .json(200, stored.json, headers: ["ETag": stored.etag])
+            })
+        router.add(
+            .put, "/v1/apps/{app}/rules/{rule}",
+            appAdmin { request, appID in
+                let rule = try Rule.decode(try request.jsonBody(), id: request.parameter("rule"))
+                try checkWebhookTargets(rule)
+                let stored = try rules.replace(appID: appID, rule, ifMatch: try ifMatchVersion(request))
+                cache.invalidate(appID: appID)
+                return .json(200, stored.json, headers: ["ETag": stored.etag])
+            })
+        router.add(
+            .delete, "/v1/apps/{app}/rules/{rule}",
+            appAdmin { request, appID in
+                try rules.delete(appID: appID, id: request.parameter("rule"), ifMatch: try ifMatchVersion(request))
+                cache.invalidate(appID: appID)
+                return .noContent
+            })
     }
 
     func checkWebhookTargets(_ rule: Rule) throws {
@@ -56,7 +68,8 @@ extension APIContext {
         guard tag.count >= 3, tag.first == "\"", tag.last == "\"", let version = Int(tag.dropFirst().dropLast()) else {
             throw APIError(
                 problem: ProblemDetails(
-                    status: 412, title: "Precondition Failed", detail: "If-Match does not name a version of this rule."))
+                    status: 412, title: "Precondition Failed", detail: "If-Match does not name a version of this rule.")
+            )
         }
         return version
     }
