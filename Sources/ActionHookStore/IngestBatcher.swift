@@ -43,9 +43,9 @@ public final class IngestBatcher: Sendable {
 
     private struct State {
         var loop = LoopState()
-        var queue: [Waiting] = []
+        var queue: [QueuedRequest] = []
         /// The batches writers are writing, by writer.
-        var writing: [Int: [Waiting]] = [:]
+        var writing: [Int: [QueuedRequest]] = [:]
         /// Writer threads not yet ended.
         var running = 0
         /// Writers writing a batch.
@@ -96,11 +96,11 @@ public final class IngestBatcher: Sendable {
 
     /// Queues a response; `completion` runs on a writer thread once it is stored (or failed).
     public func submit(_ item: IngestItem, completion: @escaping Completion) {
-        let waiting = Waiting(item, completion, deadline: answerDeadline.map { .now + $0 })
+        let request = QueuedRequest(item, completion, deadline: answerDeadline.map { .now + $0 })
         let (accepting, wakeReaper) = state.withLockWakingOne { state -> (Bool, Bool) in
             guard state.loop.isRunning else { return (false, false) }
-            state.queue.append(waiting)
-            let wakeReaper = state.reaperIdle && waiting.deadline != nil
+            state.queue.append(request)
+            let wakeReaper = state.reaperIdle && request.deadline != nil
             if wakeReaper { state.reaperIdle = false }
             return (true, wakeReaper)
         }
@@ -132,7 +132,7 @@ public final class IngestBatcher: Sendable {
                     continuing = false
                     return ready
                 },
-                then: { state -> (batch: [Waiting], more: Bool)? in
+                then: { state -> (batch: [QueuedRequest], more: Bool)? in
                     // Stopping: what is queued is still written, then the writer ends.
                     if state.queue.isEmpty { return nil }
                     let batch = Array(state.queue.prefix(maxBatch))
@@ -169,7 +169,7 @@ public final class IngestBatcher: Sendable {
     private func reapLoop() {
         while true {
             let now = ContinuousClock.now
-            let (late, next) = state.withLock { state -> ([Waiting], ContinuousClock.Instant?) in
+            let (late, next) = state.withLock { state -> ([QueuedRequest], ContinuousClock.Instant?) in
                 // Deadlines are submission time plus one fixed duration, so the queue is in deadline order.
                 var late = Array(state.queue.prefix { $0.deadline.map { $0 <= now } ?? false })
                 state.queue.removeFirst(late.count)
@@ -194,7 +194,7 @@ public final class IngestBatcher: Sendable {
 }
 
 /// A queued request and its answer, given once: by its writer or, past its deadline, by the reaper.
-private final class Waiting: Sendable {
+private final class QueuedRequest: Sendable {
     let item: IngestItem
     let deadline: ContinuousClock.Instant?
     private let completion: IngestBatcher.Completion

@@ -77,7 +77,7 @@ public final class ActionHookClient: Sendable {
     public let configuration: Configuration
     /// The on-device queue.
     public let queue: ReplyQueue
-    private let courier: Courier
+    private let sender: ReplySender
     private let state: Guarded<State>
     private let categoriesFile: URL
     private let deviceTokenFile: URL
@@ -110,11 +110,11 @@ public final class ActionHookClient: Sendable {
         let token = (try? String(contentsOf: deviceTokenFile, encoding: .utf8)).flatMap { $0.isEmpty ? nil : $0 }
         let state = Guarded(State(deviceToken: token, categories: categories))
         self.state = state
-        courier = Courier(
+        sender = ReplySender(
             configuration: configuration, queue: queue, transport: transport, uploads: backgroundUploads,
             activity: backgroundActivity, onEvent: onEvent,
             replyAgeLimit: { category in state.withLock { $0.categories?.category(category)?.maxReplyAgeSeconds } })
-        backgroundUploads?.start { [courier] result in courier.reconcile(result) }
+        backgroundUploads?.start { [sender] result in sender.reconcile(result) }
     }
 
     // MARK: Device token
@@ -139,13 +139,13 @@ public final class ActionHookClient: Sendable {
 
     /// The ingest key requests carry now.
     public var ingestKey: String {
-        courier.ingestKey
+        sender.ingestKey
     }
 
     /// Replaces the ingest key (after a rotation, or when `.paused` reported the key refused) and sends what
     /// waits with it. Uploads the system was given with the old key are cancelled; the app sends them now.
     public func updateIngestKey(_ key: String) {
-        courier.updateIngestKey(key)
+        sender.updateIngestKey(key)
     }
 
     // MARK: Forwarding
@@ -158,7 +158,7 @@ public final class ActionHookClient: Sendable {
         var reply = reply
         if reply.deviceToken == nil { reply.deviceToken = deviceToken }
         let entry = try queue.append(reply)
-        courier.queued(entry)
+        sender.queued(entry)
         return entry
     }
 
@@ -175,7 +175,7 @@ public final class ActionHookClient: Sendable {
         do {
             try enqueue(reply)
         } catch {
-            courier.report(.notQueued(responseId: reply.responseId))
+            sender.report(.notQueued(responseId: reply.responseId))
         }
     }
 
@@ -183,21 +183,21 @@ public final class ActionHookClient: Sendable {
     /// app has launched and whenever it comes to the foreground; it also cancels system-run uploads of
     /// replies no longer queued.
     public func resume() {
-        courier.resume()
+        sender.resume()
     }
 
     /// Tells the client whether the network can be reached (from `NWPathMonitor`, see
     /// `startNetworkPathMonitor()`): when it returns, what waits is sent at once, without counting the
     /// attempts made while it was gone; while it is gone, a new reply does not cut the wait short.
     public func networkPathChanged(isSatisfied: Bool) {
-        courier.networkPathChanged(isSatisfied: isSatisfied)
+        sender.networkPathChanged(isSatisfied: isSatisfied)
     }
 
     /// Sends everything queued now, waiting through retries, and returns when the queue is empty, when the
     /// server refused the key (`.paused`), or when the calling task is cancelled: then sending stops (the
     /// request in flight is cancelled, the reply stays queued) until the next `forward` or `resume()`.
     public func drain() async {
-        await courier.drain()
+        await sender.drain()
     }
 
     // MARK: Categories
@@ -222,7 +222,7 @@ public final class ActionHookClient: Sendable {
         let data: Data
         let response: HTTPURLResponse
         do {
-            (data, response) = try await courier.transport.send(request)
+            (data, response) = try await sender.transport.send(request)
         } catch {
             return try fallback(cached)
         }

@@ -2,7 +2,7 @@
 // suspended. It compiles on Apple platforms; on Linux, where corelibs Foundation has no background sessions,
 // the GlueTypeCheck test target compiles this same file (a symbolic link) against a stand-in module with
 // Apple's signatures, where ACTIONHOOKKIT_GLUE_CHECK is set. What to do with the results is ActionHookKit's
-// plain Swift (`Courier.reconcile`), tested on Linux.
+// plain Swift (`ReplySender.reconcile`), tested on Linux.
 #if canImport(Darwin) || ACTIONHOOKKIT_GLUE_CHECK
     import Foundation
     #if ACTIONHOOKKIT_GLUE_CHECK

@@ -6,7 +6,7 @@ import Foundation
 
 /// Sends the queue, one reply at a time, oldest first; one loop runs at a time. Plain Swift: the system's
 /// background uploads and background time come in through `BackgroundUploading` and `BackgroundActivity`.
-final class Courier: Sendable {
+final class ReplySender: Sendable {
     let configuration: ActionHookClient.Configuration
     let queue: ReplyQueue
     let transport: any HTTPTransport
@@ -38,7 +38,7 @@ final class Courier: Sendable {
         /// What the path monitor said last; nil while nobody said.
         var networkAvailable: Bool?
         var activity: BackgroundActivityToken?
-        var claimPoll = Courier.firstClaimPoll
+        var claimPoll = ReplySender.firstClaimPoll
     }
 
     init(
