@@ -36,10 +36,15 @@ let package = Package(
         // request), a monitor (mutex and condition) and the lifecycle every background loop shares.
         .target(name: "Locks"),
 
+        // The other leaf: what the C wrappers and the domain both need (calendar arithmetic, JSON string
+        // literals, field errors), so that neither writes it again.
+        .target(name: "Basics"),
+
         // Safe Swift wrappers over the C libraries.
         .target(
             name: "MicroHTTPD",
             dependencies: [
+                "Basics",
                 "CMicroHTTPD",
                 "Locks",
                 .product(name: "Logging", package: "swift-log"),
@@ -48,6 +53,7 @@ let package = Package(
         .target(
             name: "Postgres",
             dependencies: [
+                "Basics",
                 "CLibPQ",
                 "Locks",
                 .product(name: "Logging", package: "swift-log"),
@@ -58,6 +64,7 @@ let package = Package(
         .target(
             name: "ActionHookCore",
             dependencies: [
+                "Basics",
                 "Locks",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
@@ -108,6 +115,7 @@ let package = Package(
         .target(
             name: "ActionHookServer",
             dependencies: [
+                "Basics",
                 "Locks",
                 "MicroHTTPD",
                 "Postgres",
@@ -157,6 +165,7 @@ let package = Package(
             path: "Tests/TestSupport"
         ),
         .testTarget(name: "LocksTests", dependencies: ["Locks"]),
+        .testTarget(name: "BasicsTests", dependencies: ["Basics"]),
         .testTarget(name: "MicroHTTPDTests", dependencies: ["MicroHTTPD", "TestSupport"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "ActionHookCoreTests", dependencies: ["ActionHookCore"]),

@@ -1,22 +1,10 @@
+import Basics
+
 /// An RFC 9457 problem: the body of every error response.
 ///
 /// Texts here are written by the service, never copied from the request: a problem must not echo
 /// submitted values or secrets.
 public struct ProblemDetails: Sendable, Equatable {
-    /// One invalid field: a JSON pointer into the request body and what is wrong with it.
-    public struct FieldError: Sendable, Equatable {
-        /// The JSON pointer (RFC 6901) of the field, e.g. `/userText`.
-        public var pointer: String
-        /// What is wrong, in words that do not repeat the value.
-        public var detail: String
-
-        /// Creates a field error.
-        public init(pointer: String, detail: String) {
-            self.pointer = pointer
-            self.detail = detail
-        }
-    }
-
     /// A URI naming the problem type.
     public var type: String
     /// A short summary of the problem type.
@@ -80,37 +68,9 @@ public struct ProblemDetails: Sendable, Equatable {
         }
     }
 
-    /// Appends `text` as a JSON string literal (`"` and `\` escaped, control characters as escapes).
+    /// Appends `text` as a JSON string literal.
     static func appendQuoted(_ text: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        var text = text
-        text.withUTF8 { utf8 in
-            // Most texts need no escape: copy them whole.
-            if utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-                appendEscaped(utf8, to: &out)
-            } else {
-                out.append(contentsOf: utf8)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
-    }
-
-    private static func appendEscaped(_ utf8: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
-        for byte in utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
-            case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
-            case UInt8(ascii: "\n"): out.append(contentsOf: #"\n"#.utf8)
-            case UInt8(ascii: "\r"): out.append(contentsOf: #"\r"#.utf8)
-            case UInt8(ascii: "\t"): out.append(contentsOf: #"\t"#.utf8)
-            case 0..<0x20:
-                let low = byte & 0x0F
-                out.append(contentsOf: #"\u00"#.utf8)
-                out.append(byte < 0x10 ? UInt8(ascii: "0") : UInt8(ascii: "1"))
-                out.append(low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") + low - 10)
-            default: out.append(byte)
-            }
-        }
+        JSONString.append(text, to: &out)
     }
 }
 

@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// Conversions between `Date`, microseconds since 1970 and PostgreSQL's ISO timestamp text.
@@ -23,16 +24,18 @@ enum TimestampText {
     }
 
     static func encode(microsecondsSinceEpoch total: Int64) -> String {
-        let (days, microsecondOfDay) = floorDivision(total, microsecondsPerDay)
-        var (year, month, day) = civil(fromDays: days)
+        let (days, microsecondOfDay) = CivilDate.floorDivide(total, microsecondsPerDay)
+        var (year, month, day) = CivilDate.date(days: days)
         let secondOfDay = microsecondOfDay / microsecondsPerSecond
         let fraction = microsecondOfDay % microsecondsPerSecond
         // PostgreSQL has no year 0: year 0 of the proleptic calendar is 1 BC.
         let isBC = year <= 0
         if isBC { year = 1 - year }
-        var text = pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + " "
-        text += pad(secondOfDay / 3600, 2) + ":" + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2)
-        text += "." + pad(fraction, 6) + "+00"
+        var text = CivilDate.pad(year, 4) + "-" + CivilDate.pad(month, 2) + "-" + CivilDate.pad(day, 2) + " "
+        text +=
+            CivilDate.pad(secondOfDay / 3600, 2) + ":" + CivilDate.pad(secondOfDay / 60 % 60, 2) + ":"
+            + CivilDate.pad(secondOfDay % 60, 2)
+        text += "." + CivilDate.pad(fraction, 6) + "+00"
         if isBC { text += " BC" }
         return text
     }
@@ -90,51 +93,13 @@ enum TimestampText {
             civilYear = 1 - year
         }
         guard scanner.isAtEnd else { throw invalid }
-        let days = days(fromCivil: civilYear, month, day)
+        let days = CivilDate.days(year: civilYear, month: month, day: day)
         let localSeconds = days * 86_400 + hour * 3600 + minute * 60 + second
         return (localSeconds - offsetSeconds) * microsecondsPerSecond + fraction
     }
 
     private static var invalid: PostgresError {
         PostgresError(kind: .decoding, message: "not an ISO timestamp with a time zone offset")
-    }
-
-    private static func pad(_ value: Int64, _ width: Int) -> String {
-        let digits = String(value)
-        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
-    }
-
-    private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {
-        var quotient = value / divisor
-        var remainder = value % divisor
-        if remainder < 0 {
-            quotient -= 1
-            remainder += divisor
-        }
-        return (quotient, remainder)
-    }
-
-    // Howard Hinnant's civil_from_days and days_from_civil for the proleptic Gregorian calendar.
-    private static func civil(fromDays days: Int64) -> (Int64, Int64, Int64) {
-        let shifted = days + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        return (year, month, day)
-    }
-
-    private static func days(fromCivil civilYear: Int64, _ month: Int64, _ day: Int64) -> Int64 {
-        let year = month <= 2 ? civilYear - 1 : civilYear
-        let era = (year >= 0 ? year : year - 399) / 400
-        let yearOfEra = year - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
     }
 
     private struct Scanner {

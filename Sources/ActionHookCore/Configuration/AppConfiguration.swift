@@ -1,3 +1,4 @@
+import Basics
 import Crypto
 
 /// An app's whole set of categories and rules: what `PUT /v1/apps/{app}/config` replaces at once and

@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// What ingest decided before touching the database: the matched rule and the subject.

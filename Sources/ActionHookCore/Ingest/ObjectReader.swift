@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// RFC 6901 pointers, built one reference token at a time.

@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// RFC 3339 times: formatted in UTC with milliseconds, parsed with any offset.
@@ -17,7 +18,7 @@ public enum Timestamp {
     /// Nil when that text would not parse: a UTC year outside 0000–9999.
     public static func toTheMillisecond(_ date: Date) -> Date? {
         let (seconds, millisecond) = secondsAndMillisecond(date)
-        guard (0...9999).contains(civilDate(fromDays: floorDivide(seconds, 86_400).0).0) else { return nil }
+        guard (0...9999).contains(CivilDate.date(days: CivilDate.floorDivide(seconds, 86_400).0).0) else { return nil }
         // What parse computes from the text: whole seconds plus the fraction "0.mmm" read as a Double
         // (an integer over 1000 is the same correctly rounded value).
         return Date(timeIntervalSince1970: Double(seconds) + Double(millisecond) / 1000)
@@ -26,12 +27,12 @@ public enum Timestamp {
     /// Appends ``format(_:)``'s text as UTF-8.
     public static func append(_ date: Date, to out: inout [UInt8]) {
         let (seconds, millisecond) = secondsAndMillisecond(date)
-        let (days, secondOfDay) = floorDivide(seconds, 86_400)
-        let (year, month, day) = civilDate(fromDays: days)
+        let (days, secondOfDay) = CivilDate.floorDivide(seconds, 86_400)
+        let (year, month, day) = CivilDate.date(days: days)
         if (0...9999).contains(year) {
             appendDigits(year, 4, to: &out)
         } else {
-            out.append(contentsOf: pad(year, 4).utf8)
+            out.append(contentsOf: CivilDate.pad(year, 4).utf8)
         }
         out.append(UInt8(ascii: "-"))
         appendDigits(month, 2, to: &out)
@@ -88,7 +89,7 @@ public enum Timestamp {
             literal("Tt"), let hour = number(2), literal(":"), let minute = number(2), literal(":"),
             let second = number(2)
         else { return nil }
-        guard (1...12).contains(month), (1...daysInMonth(year: year, month: month)).contains(day),
+        guard (1...12).contains(month), (1...CivilDate.daysInMonth(year: year, month: month)).contains(day),
             hour <= 23, minute <= 59, second <= 60
         else { return nil }
         var fraction = 0.0
@@ -112,58 +113,14 @@ public enum Timestamp {
             offset = sign * (offsetHour * 3600 + offsetMinute * 60)
         }
         guard index == bytes.count else { return nil }
-        let days = daysFromCivil(year: year, month: month, day: day)
+        let days = CivilDate.days(year: year, month: month, day: day)
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset
         return Date(timeIntervalSince1970: Double(seconds) + fraction)
     }
 
     /// `date` rounded to the millisecond, as whole seconds since 1970 (rounded down) and the millisecond.
     private static func secondsAndMillisecond(_ date: Date) -> (Int64, Int64) {
-        floorDivide(Int64((date.timeIntervalSince1970 * 1000).rounded()), 1000)
-    }
-
-    private static func pad(_ value: Int64, _ width: Int) -> String {
-        let text = String(value)
-        return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
-    }
-
-    private static func floorDivide(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {
-        let quotient = value >= 0 ? value / divisor : -((-value + divisor - 1) / divisor)
-        return (quotient, value - quotient * divisor)
-    }
-
-    private static func isLeap(_ year: Int64) -> Bool {
-        year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-    }
-
-    private static func daysInMonth(year: Int64, month: Int64) -> Int64 {
-        switch month {
-        case 2: isLeap(year) ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
-    // Howard Hinnant's days_from_civil / civil_from_days: days since 1970-01-01 in the proleptic
-    // Gregorian calendar.
-    private static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    private static func civilDate(fromDays days: Int64) -> (Int64, Int64, Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+        let (seconds, millisecond) = CivilDate.floorDivide(Int64((date.timeIntervalSince1970 * 1000).rounded()), 1000)
+        return (seconds, millisecond)
     }
 }

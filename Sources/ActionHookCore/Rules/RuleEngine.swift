@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// A follow-up rendered for one response, ready to be written to the outbox.

@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// The values a template is rendered with: one stored response, its id and its subject.

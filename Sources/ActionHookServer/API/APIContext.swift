@@ -1,5 +1,6 @@
 import ActionHookCore
 import ActionHookStore
+import Basics
 import Foundation
 import Locks
 import Logging

@@ -1,5 +1,6 @@
 import ActionHookCore
 import ActionHookStore
+import Basics
 import Logging
 import MicroHTTPD
 
@@ -21,7 +22,7 @@ struct APIError: Error {
         problem: ProblemDetails(
             status: 415, title: "Unsupported Media Type", detail: "The body must be application/json."))
 
-    static func badRequest(_ detail: String, errors: [ProblemDetails.FieldError] = []) -> APIError {
+    static func badRequest(_ detail: String, errors: [FieldError] = []) -> APIError {
         APIError(problem: ProblemDetails(status: 400, title: "Bad Request", detail: detail, errors: errors))
     }
 
@@ -60,7 +61,7 @@ struct ErrorMapper: Sendable {
             return .problem(
                 ProblemDetails(
                     status: failure.status, title: failure.title, detail: failure.detail,
-                    errors: failure.errors.map { .init(pointer: $0.pointer, detail: $0.detail) }))
+                    errors: failure.errors))
         case let error as JSONParseError:
             return .problem(ProblemDetails(status: 400, title: "Malformed JSON", detail: error.description))
         case is InvalidCursor:

@@ -1,4 +1,5 @@
 import ActionHookCore
+import Basics
 import Foundation
 import MicroHTTPD
 
