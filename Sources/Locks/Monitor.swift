@@ -50,19 +50,20 @@ public final class Monitor<Value: Sendable>: @unchecked Sendable {
 
     /// Runs `body` with the lock held, then wakes every waiter: they look at the value again.
     public func withLockWakingAll<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        pthread_mutex_lock(mutex)
-        defer {
-            pthread_cond_broadcast(condition)
-            pthread_mutex_unlock(mutex)
-        }
-        return try body(&value)
+        try withLock(thenWaking: pthread_cond_broadcast, body)
     }
 
     /// Runs `body` with the lock held, then wakes one waiter.
     public func withLockWakingOne<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try withLock(thenWaking: pthread_cond_signal, body)
+    }
+
+    private func withLock<Result>(
+        thenWaking wake: (UnsafeMutablePointer<pthread_cond_t>) -> Int32, _ body: (inout Value) throws -> Result
+    ) rethrows -> Result {
         pthread_mutex_lock(mutex)
         defer {
-            pthread_cond_signal(condition)
+            _ = wake(condition)
             pthread_mutex_unlock(mutex)
         }
         return try body(&value)
