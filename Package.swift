@@ -128,11 +128,14 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
-        // The admin-API client commands (apply, export, test, apps, keys): HTTP only, never the store.
+        // The admin-API client commands (apply, export, test, apps, keys) and the local webhook inbox: HTTP
+        // only, never the store.
         .target(
             name: "ActionHookCLI",
             dependencies: [
                 "ActionHookCore",
+                "MicroHTTPD",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

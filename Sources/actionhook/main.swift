@@ -38,21 +38,6 @@ func loadConfiguration() throws -> (Configuration, Logger) {
     }
 }
 
-/// Blocks until SIGTERM or SIGINT arrives (both are taken from their default action first).
-func waitForStopSignal() {
-    let stopRequested = DispatchSemaphore(value: 0)
-    var sources: [DispatchSourceSignal] = []
-    for signalNumber in [SIGTERM, SIGINT] {
-        signal(signalNumber, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-        source.setEventHandler { stopRequested.signal() }
-        source.resume()
-        sources.append(source)
-    }
-    stopRequested.wait()
-    withExtendedLifetime(sources) {}
-}
-
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Serve HTTP and run the delivery worker.")
 

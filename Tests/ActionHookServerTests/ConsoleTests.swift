@@ -1,3 +1,4 @@
+import ActionHookCLI
 import ActionHookCore
 import ActionHookServer
 import Foundation

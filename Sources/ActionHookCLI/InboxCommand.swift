@@ -1,12 +1,11 @@
-import ActionHookServer
 import ArgumentParser
 import Dispatch
 import Foundation
 import Logging
 
 /// `actionhook inbox`: a local webhook receiver that checks and prints each signed delivery.
-struct Inbox: ParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct Inbox: ParsableCommand {
+    public static let configuration = CommandConfiguration(
         abstract: "Receive webhooks locally: check each delivery's signature and print it.",
         discussion: """
             Point an app's webhook at http://127.0.0.1:<port>/ (the service needs \
@@ -23,7 +22,10 @@ struct Inbox: ParsableCommand {
     @Option(help: "The address to listen on.")
     var host = "127.0.0.1"
 
-    func run() throws {
+    /// Creates the command (ArgumentParser fills its options).
+    public init() {}
+
+    public func run() throws {
         // The secret may come from the environment so that it stays out of the process list.
         guard let secret = secret ?? ProcessInfo.processInfo.environment["ACTIONHOOK_INBOX_SECRET"],
             secret.hasPrefix("whsec_")

@@ -75,7 +75,7 @@ public final class WebhookInbox: Sendable {
                     path: request.path, id: request.headers["webhook-id"],
                     timestamp: request.headers["webhook-timestamp"],
                     failure: failure, body: request.body))
-            return .noContent
+            return HTTPResponse(status: 204)
         }
         // Any path: the app's webhook URL may carry one.
         for pattern in ["/", "/{a}", "/{a}/{b}", "/{a}/{b}/{c}", "/{a}/{b}/{c}/{d}"] {
