@@ -3,6 +3,7 @@ import ActionHookServer
 import Foundation
 import Logging
 import MicroHTTPD
+import ServiceTestSupport
 import Synchronization
 import TestSupport
 import Testing
