@@ -161,11 +161,22 @@ let package = Package(
             ]
         ),
 
-        // Tests. `TestSupport` holds the raw HTTP client and the per-test database.
+        // Tests. `TestSupport` holds the raw HTTP client, the per-test database and a loopback listener;
+        // `ServiceTestSupport` runs the service over a test database and stands in for what it talks to
+        // (webhook receivers, APNs, a lossy network). The test targets mirror the source targets.
         .target(
             name: "TestSupport",
             dependencies: ["Postgres"],
             path: "Tests/TestSupport"
+        ),
+        .target(
+            name: "ServiceTestSupport",
+            dependencies: [
+                "TestSupport", "ActionHookServer", "ActionHookCore", "Postgres", "MicroHTTPD",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/ServiceTestSupport"
         ),
         .testTarget(name: "LocksTests", dependencies: ["Locks"]),
         .testTarget(name: "BasicsTests", dependencies: ["Basics"]),
@@ -173,12 +184,33 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "ActionHookCoreTests", dependencies: ["ActionHookCore"]),
         .testTarget(
+            name: "ActionHookStoreTests",
+            dependencies: ["ActionHookStore", "ActionHookCore", "Postgres", "TestSupport", "ServiceTestSupport"]
+        ),
+        .testTarget(
+            name: "ActionHookDeliveryTests",
+            dependencies: [
+                "ActionHookDelivery", "ActionHookServer", "ActionHookStore", "ActionHookCore", "Postgres",
+                "TestSupport", "ServiceTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
             name: "ActionHookServerTests",
             dependencies: [
                 "ActionHookServer", "ActionHookStore", "ActionHookDelivery", "ActionHookCore", "Postgres", "MicroHTTPD",
-                "ActionHookCLI",
-                "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "ActionHookKit", package: "swift"),
+                "ActionHookCLI", "TestSupport", "ServiceTestSupport", .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "ActionHookCLITests",
+            dependencies: ["ActionHookCLI", "ActionHookServer", "ActionHookCore", "TestSupport", "ServiceTestSupport"]
+        ),
+        // ActionHookKit, the app-side package, against the service: the only target that uses it. Its suite
+        // runs in a `swift test` of its own (scripts/test.sh).
+        .testTarget(
+            name: "ClientIntegrationTests",
+            dependencies: [
+                "TestSupport", "ServiceTestSupport", .product(name: "ActionHookKit", package: "swift"),
             ]
         ),
     ],

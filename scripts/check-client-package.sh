@@ -2,7 +2,7 @@
 # ActionHookKit (Clients/swift), the package iOS apps add: builds it on its own, as an app's SwiftPM would
 # (none of the server's dependencies), and runs its tests, among them the UserNotifications glue compiled
 # against the stand-in with Apple's signatures. Its tests against the real service run in `swift test`
-# of the root package (ClientPackageTests).
+# of the root package (the ClientIntegrationTests target).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../Clients/swift"

@@ -103,8 +103,9 @@ swift_build() {
 
 # The client package's suite runs on its own, after the rest: its client is driven by Swift concurrency
 # (URLSession callbacks, the send loop's tasks), and beside suites that hold the concurrency pool's few
-# threads with blocking calls it would be starved for seconds on a two-core machine.
-client_suite=ClientPackageTests
+# threads with blocking calls it would be starved for seconds on a two-core machine. It is the only suite of
+# the ClientIntegrationTests target, and the target's name selects it.
+client_suite=ClientIntegrationTests
 
 stress_pid=
 start_cpu_hogs() {

@@ -2,6 +2,7 @@ import ActionHookCore
 import ActionHookServer
 import Foundation
 import Postgres
+import ServiceTestSupport
 import TestSupport
 import Testing
 

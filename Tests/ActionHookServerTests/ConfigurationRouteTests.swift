@@ -1,5 +1,6 @@
 import ActionHookServer
 import Foundation
+import ServiceTestSupport
 import TestSupport
 import Testing
 
@@ -18,17 +19,6 @@ struct ConfigurationRouteTests {
     }
 
     static let five = ["a", "b", "c", "d", "e"].map { rule($0) }
-
-    /// The stored rows' versions and update times, to see that nothing was written.
-    static func fingerprint(_ api: TestAPI, app: String) throws -> [String] {
-        try api.query(
-            """
-            SELECT 'r:' || id || ':' || version || ':' || updated_at::text AS row FROM rules WHERE app_id = \(app)
-            UNION ALL SELECT 'c:' || id || ':' || updated_at::text FROM categories WHERE app_id = \(app)
-            ORDER BY 1
-            """
-        ).map { try $0.decode("row", as: String.self) }
-    }
 
     @Test("an empty app: PUT creates everything, GET shows it with the same ETag, a second PUT writes nothing")
     func createThenNoChange() throws {
@@ -55,7 +45,7 @@ struct ConfigurationRouteTests {
         #expect((read.json["rules"] as? [[String: Any]])?.count == 5)
         #expect(try api.admin("GET", "/v1/apps/cfg/rules/c").status == 200)
 
-        let before = try Self.fingerprint(api, app: "cfg")
+        let before = try api.fingerprint(app: "cfg")
         let again = try api.admin(
             "PUT", "/v1/apps/cfg/config",
             json: Self.body(categories: [Self.timer, Self.invite], rules: Self.five.reversed()))
@@ -63,7 +53,7 @@ struct ConfigurationRouteTests {
         #expect(again.json["changed"] as? Bool == false)
         #expect((again.json["rules"] as? [String: Any])?["unchanged"] as? [String] == ["a", "b", "c", "d", "e"])
         #expect(again.headers["etag"] == tag)
-        #expect(try Self.fingerprint(api, app: "cfg") == before)
+        #expect(try api.fingerprint(app: "cfg") == before)
     }
 
     @Test("one edited rule is one change (its version goes up); a missing item is deleted")
@@ -94,7 +84,7 @@ struct ConfigurationRouteTests {
         let api = try TestAPI()
         _ = try api.createApp("cfg")
         _ = try api.admin("PUT", "/v1/apps/cfg/config", json: Self.body(categories: [Self.invite], rules: Self.five))
-        let before = try Self.fingerprint(api, app: "cfg")
+        let before = try api.fingerprint(app: "cfg")
         var bad = Self.five.map { $0.replacingOccurrences(of: #""priority":100"#, with: #""priority":7"#) }
         bad[2] = Self.rule("c", handler: #"{"type":"explode"}"#)
         bad[4] = Self.rule("a")
@@ -104,7 +94,7 @@ struct ConfigurationRouteTests {
         let pointers = Set(Config.pointers(put))
         #expect(pointers.contains("/rules/2/handler/type"))
         #expect(pointers.contains("/rules/4/id"))
-        #expect(try Self.fingerprint(api, app: "cfg") == before)
+        #expect(try api.fingerprint(app: "cfg") == before)
 
         let shape = try api.admin("PUT", "/v1/apps/cfg/config", json: #"{"categories":[{"identifier":3}],"extra":1}"#)
         #expect(shape.status == 400)
@@ -118,7 +108,7 @@ struct ConfigurationRouteTests {
                 ]))
         #expect(privateHook.status == 422)
         #expect(Config.pointers(privateHook) == ["/rules/0/followUps/0/url"])
-        #expect(try Self.fingerprint(api, app: "cfg") == before)
+        #expect(try api.fingerprint(app: "cfg") == before)
     }
 
     @Test("If-Match: a configuration changed since it was read is refused with 412; the current tag applies")

@@ -4,6 +4,7 @@ import ActionHookServer
 import Foundation
 import Logging
 import MicroHTTPD
+import ServiceTestSupport
 import Synchronization
 import TestSupport
 import Testing

@@ -1,6 +1,7 @@
 import ActionHookStore
 import Foundation
 import Logging
+import ServiceTestSupport
 import TestSupport
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import ServiceTestSupport
 import TestSupport
 import Testing
 
@@ -8,7 +9,6 @@ import Testing
 /// stored only as SHA-256 digests.
 @Suite("Credentials (F5)")
 struct CredentialTests {
-    typealias S = IOSScenarioSupport
     static let app = "cred-app"
     static let webhookSecret = "whsec_c2VlZGVkLXdlYmhvb2stc2VjcmV0LTAxMjM0NTY3"
 
@@ -35,7 +35,7 @@ struct CredentialTests {
 
     @Test("missing, malformed and unknown ingest keys are 401 on both ingest routes")
     func badIngestKeys() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let (_, key) = try Self.createApp(api)
         let authorizations: [(String, String?)] = [
             ("missing", nil),
@@ -71,7 +71,7 @@ struct CredentialTests {
 
     @Test("revoking an ingest key takes effect at once; other keys keep working")
     func revocation() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let (firstID, first) = try Self.createApp(api)
         let created = try api.admin("POST", "/v1/apps/\(Self.app)/keys")
         try #require(created.status == 201, "\(created.text)")
@@ -111,7 +111,7 @@ struct CredentialTests {
 
     @Test("ingest keys never open admin routes; admin tokens never open ingest routes")
     func separationOfCredentials() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let (keyID, key) = try Self.createApp(api)
         let token = try api.admin("POST", "/v1/admin-tokens", json: #"{"name": "ci"}"#)
         try #require(token.status == 201, "\(token.text)")
@@ -161,7 +161,7 @@ struct CredentialTests {
 
     @Test("admin tokens made through the API work until revoked; the bootstrap token is unaffected")
     func adminTokens() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let created = try api.admin("POST", "/v1/admin-tokens", json: #"{"name": "deploy bot"}"#)
         try #require(created.status == 201, "\(created.text)")
         let token = try #require(created.json["token"] as? String)
@@ -199,7 +199,7 @@ struct CredentialTests {
 
     @Test("keys and tokens are stored only as SHA-256 digests; no row holds a secret")
     func storedHashed() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let (_, first) = try Self.createApp(api)
         let second = try #require(try api.admin("POST", "/v1/apps/\(Self.app)/keys").json["secret"] as? String)
         let token = try #require(

@@ -1,6 +1,7 @@
 import ActionHookServer
 import Foundation
 import Postgres
+import ServiceTestSupport
 import TestSupport
 import Testing
 
@@ -9,20 +10,19 @@ import Testing
 /// snooze, and the to-do list. Real HTTP against a live service over its own PostgreSQL schema.
 @Suite("iOS scenarios end to end")
 struct IOSScenarioTests {
-    typealias S = IOSScenarioSupport
 
     // MARK: - 1. Calendar invite (iOS 10, WWDC 2016 "event-invite")
 
     @Test("event-invite: accept, decline and comment run their rules, render follow-ups and track the decision")
     func calendarInvite() throws {
-        let api = try S.makeAPI()
-        let key = try S.setUpCalendar(api)
-        let app = S.calendarApp
+        let api = try IOSScenario.makeAPI()
+        let key = try IOSScenario.setUpCalendar(api)
+        let app = IOSScenario.calendarApp
 
         // Accept: category comes from userInfo.aps.category.
         let accept = try api.ingest(
             key: key,
-            json: S.inviteResponse(action: "accept", device: S.deviceA, responseId: "inv-accept-1"))
+            json: IOSScenario.inviteResponse(action: "accept", device: IOSScenario.deviceA, responseId: "inv-accept-1"))
         try #require(accept.status == 202, "\(accept.text)")
         #expect(accept.json["outcome"] as? String == "accepted")
         #expect(accept.json["ruleId"] as? String == "invite-accept")
@@ -31,17 +31,17 @@ struct IOSScenarioTests {
         #expect(acceptFollowUps.map { $0["channel"] as? String } == ["webhook", "apns"])
         let acceptID = try #require(accept.json["id"] as? String)
 
-        let stored = try S.responseRow(api, id: acceptID)
+        let stored = try IOSScenario.responseRow(api, id: acceptID)
         #expect(stored["action_identifier"] == "accept")
         #expect(stored["category_identifier"] == "event-invite")
         #expect(stored["notification_identifier"] == "invite-42")
         #expect(stored["outcome"] == "accepted")
         #expect(stored["rule_id"] == "invite-accept")
         #expect(stored["subject"] == "42")
-        #expect(stored["device_token"] == S.deviceA)
+        #expect(stored["device_token"] == IOSScenario.deviceA)
         #expect(stored["user_text"] == nil)
 
-        let rows = try S.followUps(api, responseID: acceptID)
+        let rows = try IOSScenario.followUps(api, responseID: acceptID)
         try #require(rows.count == 2)
         #expect(rows[0].ordinal == 0 && rows[0].channel == "webhook" && !rows[0].isSnooze)
         let webhookBody = try #require(rows[0].payload["body"] as? [String: Any])
@@ -49,12 +49,12 @@ struct IOSScenarioTests {
         // A lone placeholder keeps the value's JSON type: the number stays a number.
         #expect(webhookBody["eventId"] is NSNumber)
         #expect((webhookBody["eventId"] as? NSNumber)?.intValue == 42)
-        #expect(try S.jsonType(api, followUpID: rows[0].id, path: ["body", "eventId"]) == "number")
+        #expect(try IOSScenario.jsonType(api, followUpID: rows[0].id, path: ["body", "eventId"]) == "number")
         #expect(webhookBody["responseId"] as? String == acceptID)
         #expect(rows[0].payload["url"] is NSNull)
         #expect(rows[1].ordinal == 1 && rows[1].channel == "apns" && !rows[1].isSnooze)
-        #expect(rows[1].deviceToken == S.deviceA)
-        #expect(rows[1].payload["deviceToken"] as? String == S.deviceA)
+        #expect(rows[1].deviceToken == IOSScenario.deviceA)
+        #expect(rows[1].payload["deviceToken"] as? String == IOSScenario.deviceA)
         #expect(rows[1].payload["pushType"] as? String == "alert")
         let aps = (rows[1].payload["payload"] as? [String: Any])?["aps"] as? [String: Any]
         let alert = aps?["alert"] as? [String: Any]
@@ -79,20 +79,20 @@ struct IOSScenarioTests {
         #expect(try api.admin("GET", "/v1/apps/\(app)/responses/\(UUID().uuidString.lowercased())").status == 404)
 
         // The subject's current decision on device A.
-        var decisions = try S.decisions(api, app: app, subject: "42")
-        #expect(decisions == [S.deviceA: "accepted"])
+        var decisions = try IOSScenario.decisions(api, app: app, subject: "42")
+        #expect(decisions == [IOSScenario.deviceA: "accepted"])
 
         // Decline from the same device: the latest answer wins; the default webhook body is sent.
         let decline = try api.ingest(
             key: key,
-            json: S.inviteResponse(
-                action: "decline", device: S.deviceA, responseId: "inv-decline-1",
+            json: IOSScenario.inviteResponse(
+                action: "decline", device: IOSScenario.deviceA, responseId: "inv-decline-1",
                 respondedAt: "2026-11-20T10:05:00.000Z"))
         try #require(decline.status == 202, "\(decline.text)")
         #expect(decline.json["outcome"] as? String == "declined")
         #expect(decline.json["ruleId"] as? String == "invite-decline")
         let declineID = try #require(decline.json["id"] as? String)
-        let declineRows = try S.followUps(api, responseID: declineID)
+        let declineRows = try IOSScenario.followUps(api, responseID: declineID)
         try #require(declineRows.count == 1)
         let defaultBody = declineRows[0].payload["body"] as? [String: Any]
         #expect(defaultBody?["type"] as? String == "response.declined")
@@ -101,8 +101,8 @@ struct IOSScenarioTests {
         #expect(embedded?["actionIdentifier"] as? String == "decline")
         #expect(embedded?["subject"] as? String == "42")
 
-        decisions = try S.decisions(api, app: app, subject: "42")
-        #expect(decisions == [S.deviceA: "declined"])
+        decisions = try IOSScenario.decisions(api, app: app, subject: "42")
+        #expect(decisions == [IOSScenario.deviceA: "declined"])
         let current = try api.admin("GET", "/v1/apps/\(app)/subjects/42").json["decisions"] as? [[String: Any]] ?? []
         #expect(current.count == 1)
         #expect(current.first?["responseId"] as? String == declineID)
@@ -110,60 +110,66 @@ struct IOSScenarioTests {
         // An older answer that arrives late does not replace the newer decision.
         let stale = try api.ingest(
             key: key,
-            json: S.inviteResponse(
-                action: "accept", device: S.deviceA, responseId: "inv-accept-stale",
+            json: IOSScenario.inviteResponse(
+                action: "accept", device: IOSScenario.deviceA, responseId: "inv-accept-stale",
                 respondedAt: "2026-11-20T09:00:00.000Z"))
         #expect(stale.status == 202)
         #expect(stale.json["outcome"] as? String == "accepted")
-        #expect(try S.decisions(api, app: app, subject: "42") == [S.deviceA: "declined"])
+        #expect(try IOSScenario.decisions(api, app: app, subject: "42") == [IOSScenario.deviceA: "declined"])
 
         // Another device accepts: one decision per device.
         let otherDevice = try api.ingest(
-            key: key, json: S.inviteResponse(action: "accept", device: S.deviceB, responseId: "inv-accept-2"))
+            key: key,
+            json: IOSScenario.inviteResponse(action: "accept", device: IOSScenario.deviceB, responseId: "inv-accept-2"))
         #expect(otherDevice.status == 202)
-        decisions = try S.decisions(api, app: app, subject: "42")
-        #expect(decisions == [S.deviceA: "declined", S.deviceB: "accepted"])
+        decisions = try IOSScenario.decisions(api, app: app, subject: "42")
+        #expect(decisions == [IOSScenario.deviceA: "declined", IOSScenario.deviceB: "accepted"])
 
         // Comment: user text with quotes and a JSON-breaking fragment stays one string.
         let hostile = #"I'll bring "cake"","x":"1"#
         let comment = try api.ingest(
             key: key,
-            json: S.inviteResponse(action: "comment", device: S.deviceA, responseId: "inv-comment-1", userText: hostile)
+            json: IOSScenario.inviteResponse(
+                action: "comment", device: IOSScenario.deviceA, responseId: "inv-comment-1", userText: hostile)
         )
         try #require(comment.status == 202, "\(comment.text)")
         #expect(comment.json["outcome"] as? String == "commented")
         #expect(comment.json["ruleId"] as? String == "invite-comment")
         let commentID = try #require(comment.json["id"] as? String)
-        #expect(try S.responseRow(api, id: commentID)["user_text"] == hostile)
-        let commentRows = try S.followUps(api, responseID: commentID)
+        #expect(try IOSScenario.responseRow(api, id: commentID)["user_text"] == hostile)
+        let commentRows = try IOSScenario.followUps(api, responseID: commentID)
         try #require(commentRows.count == 1)
         let commentBody = try #require(commentRows[0].payload["body"] as? [String: Any])
         #expect(commentBody["text"] as? String == hostile)
         #expect(commentBody["note"] as? String == "said: " + hostile)
         #expect(commentBody["x"] == nil)
         #expect(Set(commentBody.keys) == ["event", "eventId", "text", "note"])
-        #expect(try S.jsonType(api, followUpID: commentRows[0].id, path: ["body", "text"]) == "string")
+        #expect(try IOSScenario.jsonType(api, followUpID: commentRows[0].id, path: ["body", "text"]) == "string")
         // A comment is not a decision.
-        #expect(try S.decisions(api, app: app, subject: "42") == [S.deviceA: "declined", S.deviceB: "accepted"])
+        #expect(
+            try IOSScenario.decisions(api, app: app, subject: "42") == [
+                IOSScenario.deviceA: "declined", IOSScenario.deviceB: "accepted",
+            ])
 
         // Refused comments: empty, blank, missing or too long text; nothing stored.
-        let before = try S.counts(api)
+        let before = try IOSScenario.counts(api)
         for (index, text) in [#""""#, #""  \n\t ""#, "null", "\"" + String(repeating: "c", count: 141) + "\""]
             .enumerated()
         {
-            let body = S.inviteResponse(
-                action: "comment", device: S.deviceA, responseId: "inv-bad-comment-\(index)", userTextJSON: text)
+            let body = IOSScenario.inviteResponse(
+                action: "comment", device: IOSScenario.deviceA, responseId: "inv-bad-comment-\(index)",
+                userTextJSON: text)
             let refused = try api.ingest(key: key, json: body)
             #expect(refused.status == 422, "text \(index): \(refused.text)")
             #expect(refused.headers["content-type"] == "application/problem+json")
-            #expect(S.pointers(refused) == ["/userText"], "text \(index)")
+            #expect(IOSScenario.pointers(refused) == ["/userText"], "text \(index)")
         }
-        #expect(try S.counts(api) == before)
+        #expect(try IOSScenario.counts(api) == before)
         // The 141-character text is the only one over maxLength; 140 is accepted.
         let longest = try api.ingest(
             key: key,
-            json: S.inviteResponse(
-                action: "comment", device: S.deviceA, responseId: "inv-longest",
+            json: IOSScenario.inviteResponse(
+                action: "comment", device: IOSScenario.deviceA, responseId: "inv-longest",
                 userText: String(repeating: "c", count: 140)))
         #expect(longest.status == 202, "\(longest.text)")
     }
@@ -172,15 +178,15 @@ struct IOSScenarioTests {
 
     @Test("iOS 9 reply: the legacy responseInfo shape is normalised; the new shape under the same key replays")
     func iOS9QuickReply() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try api.createApp("jpush-demo")
-        try S.putCategory(
+        try IOSScenario.putCategory(
             api, app: "jpush-demo", id: "reply",
             #"""
             {"actions": [{"identifier": "comment-reply", "title": "Reply", "options": [],
                           "textInput": {"buttonTitle": "Reply", "placeholder": "Type a reply"}}]}
             """#, expectStatus: [201])
-        try S.createRule(
+        try IOSScenario.createRule(
             api, app: "jpush-demo",
             #"""
             {"id": "quick-reply", "match": {"category": "reply", "action": "comment-reply"},
@@ -205,12 +211,12 @@ struct IOSScenarioTests {
         #expect(legacy.headers["idempotent-replayed"] == nil)
         let id = try #require(legacy.json["id"] as? String)
 
-        let row = try S.responseRow(api, id: id)
+        let row = try IOSScenario.responseRow(api, id: id)
         #expect(row["action_identifier"] == "comment-reply")
         #expect(row["user_text"] == "On my way")
         #expect(row["category_identifier"] == "reply")
         #expect(row["idempotency_key"] == "reply-0001")
-        let followUps = try S.followUps(api, responseID: id)
+        let followUps = try IOSScenario.followUps(api, responseID: id)
         try #require(followUps.count == 1)
         let body = followUps[0].payload["body"] as? [String: Any]
         #expect(body?["reply"] as? String == "On my way")
@@ -251,15 +257,15 @@ struct IOSScenarioTests {
 
     @Test("iOS 8: category 'identifier', background action 'test2' is recorded")
     func iOS8BackgroundAction() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try api.createApp("jpush-ios8")
-        try S.putCategory(
+        try IOSScenario.putCategory(
             api, app: "jpush-ios8", id: "identifier",
             #"""
             {"identifier": "identifier",
              "actions": [{"identifier": "test2", "title": "test", "options": ["authenticationRequired"]}]}
             """#, expectStatus: [201])
-        try S.createRule(
+        try IOSScenario.createRule(
             api, app: "jpush-ios8",
             #"{"id": "test2-record", "match": {"category": "identifier", "action": ["test2"]}, "handler": {"type": "record"}}"#
         )
@@ -276,7 +282,7 @@ struct IOSScenarioTests {
         #expect((answer.json["followUps"] as? [Any])?.isEmpty == true)
         #expect(answer.json["subject"] is NSNull)
         let id = try #require(answer.json["id"] as? String)
-        let row = try S.responseRow(api, id: id)
+        let row = try IOSScenario.responseRow(api, id: id)
         #expect(row["action_identifier"] == "test2")
         #expect(row["category_identifier"] == "identifier")
         #expect(row["outcome"] == "recorded")
@@ -294,29 +300,29 @@ struct IOSScenarioTests {
 
     @Test("TIMER_EXPIRED: two snoozes re-deliver, the third hits the limit, STOP_ACTION cancels pending snoozes")
     func timerSnooze() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try api.createApp("timers")
-        try S.putCategory(
+        try IOSScenario.putCategory(
             api, app: "timers", id: "TIMER_EXPIRED",
             #"""
             {"actions": [{"identifier": "SNOOZE_ACTION", "title": "Snooze", "options": []},
                          {"identifier": "STOP_ACTION", "title": "Stop", "options": ["foreground"]}],
              "options": [], "intentIdentifiers": []}
             """#, expectStatus: [201])
-        try S.createRule(
+        try IOSScenario.createRule(
             api, app: "timers",
             #"""
             {"id": "timer-snooze", "match": {"category": "TIMER_EXPIRED", "action": "SNOOZE_ACTION"},
              "handler": {"type": "snooze", "delaySeconds": 60, "maxSnoozes": 2}}
             """#)
-        try S.createRule(
+        try IOSScenario.createRule(
             api, app: "timers",
             #"{"id": "timer-stop", "match": {"category": "TIMER_EXPIRED", "action": "STOP_ACTION"}, "handler": {"type": "record"}}"#
         )
         func timer(_ action: String, _ responseId: String, notification: String = "timer-tea-1") -> String {
             #"""
             {"actionIdentifier": "\#(action)", "notificationIdentifier": "\#(notification)",
-             "deviceToken": "\#(S.deviceA)", "responseId": "\#(responseId)",
+             "deviceToken": "\#(IOSScenario.deviceA)", "responseId": "\#(responseId)",
              "userInfo": {"aps": {"alert": {"title": "Timer", "body": "Your tea is ready"},
                                   "category": "TIMER_EXPIRED", "sound": "default"},
                           "timerId": "tea"}}
@@ -334,14 +340,14 @@ struct IOSScenarioTests {
             snoozeIDs.append(try #require(snooze.json["id"] as? String))
         }
         for id in snoozeIDs {
-            let rows = try S.followUps(api, responseID: id)
+            let rows = try IOSScenario.followUps(api, responseID: id)
             try #require(rows.count == 1)
             #expect(rows[0].isSnooze)
             #expect(rows[0].ordinal == -1)
             #expect(rows[0].channel == "apns")
             #expect(rows[0].status == "pending")
-            #expect(rows[0].deviceToken == S.deviceA)
-            #expect(rows[0].payload["deviceToken"] as? String == S.deviceA)
+            #expect(rows[0].deviceToken == IOSScenario.deviceA)
+            #expect(rows[0].payload["deviceToken"] as? String == IOSScenario.deviceA)
             #expect(rows[0].payload["pushType"] as? String == "alert")
             let original = rows[0].payload["payload"] as? [String: Any]
             #expect(original?["timerId"] as? String == "tea")
@@ -367,8 +373,8 @@ struct IOSScenarioTests {
         #expect(third.json["outcome"] as? String == "snooze_limit_reached")
         #expect((third.json["followUps"] as? [Any])?.isEmpty == true)
         let thirdID = try #require(third.json["id"] as? String)
-        #expect(try S.followUps(api, responseID: thirdID).isEmpty)
-        #expect(try S.responseRow(api, id: thirdID)["outcome"] == "snooze_limit_reached")
+        #expect(try IOSScenario.followUps(api, responseID: thirdID).isEmpty)
+        #expect(try IOSScenario.responseRow(api, id: thirdID)["outcome"] == "snooze_limit_reached")
         #expect(
             try api.count(
                 "SELECT count(*) AS n FROM followups WHERE is_snooze AND notification_identifier = 'timer-tea-1'")
@@ -408,9 +414,9 @@ struct IOSScenarioTests {
 
     @Test("TODO_CATEGORY: priority order, disabled rules skipped, default and dismiss recorded, unmatched stored")
     func todoList() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try api.createApp("todo")
-        try S.putCategory(
+        try IOSScenario.putCategory(
             api, app: "todo", id: "TODO_CATEGORY",
             #"""
             {"actions": [{"identifier": "MARK_DONE", "title": "Done", "options": ["authenticationRequired"]},
@@ -419,23 +425,23 @@ struct IOSScenarioTests {
              "options": ["customDismissAction"], "intentIdentifiers": [], "subjectKey": "todoId"}
             """#, expectStatus: [201])
         // Rule ids are chosen so that id order would pick the wrong rule: priority must decide.
-        try S.createRule(
+        try IOSScenario.createRule(
             api, app: "todo",
             #"{"id": "a-done-disabled", "priority": 1, "enabled": false, "match": {"action": "MARK_DONE"}, "handler": {"type": "decline"}}"#
         )
-        try S.createRule(
+        try IOSScenario.createRule(
             api, app: "todo",
             #"{"id": "z-done-first", "priority": 10, "match": {"category": "TODO_CATEGORY", "action": "MARK_DONE"}, "handler": {"type": "accept"}}"#
         )
-        try S.createRule(
+        try IOSScenario.createRule(
             api, app: "todo",
             #"{"id": "b-done-later", "priority": 20, "match": {"category": "TODO_CATEGORY", "action": "MARK_DONE"}, "handler": {"type": "record"}}"#
         )
-        try S.createRule(
+        try IOSScenario.createRule(
             api, app: "todo",
             #"{"id": "todo-input", "match": {"category": "TODO_CATEGORY", "action": "INPUT"}, "handler": {"type": "comment", "maxLength": 200}}"#
         )
-        try S.createRule(
+        try IOSScenario.createRule(
             api, app: "todo",
             #"""
             {"id": "todo-open-dismiss", "match": {"category": "TODO_CATEGORY",
@@ -469,7 +475,7 @@ struct IOSScenarioTests {
             #expect(answer.json["subject"] as? String == "todo-7", "\(action)")
             let id = try #require(answer.json["id"] as? String)
             ids[responseId] = id
-            let row = try S.responseRow(api, id: id)
+            let row = try IOSScenario.responseRow(api, id: id)
             #expect(row["action_identifier"] == action)
             #expect(row["outcome"] == outcome)
             #expect(row["rule_id"] == ruleId)
@@ -505,14 +511,14 @@ struct IOSScenarioTests {
 
     @Test("rules/test renders follow-ups without storing anything")
     func dryRun() throws {
-        let api = try S.makeAPI()
-        _ = try S.setUpCalendar(api)
-        let app = S.calendarApp
-        let before = try S.counts(api)
+        let api = try IOSScenario.makeAPI()
+        _ = try IOSScenario.setUpCalendar(api)
+        let app = IOSScenario.calendarApp
+        let before = try IOSScenario.counts(api)
 
         let result = try api.admin(
             "POST", "/v1/apps/\(app)/rules/test",
-            json: S.inviteResponse(action: "accept", device: S.deviceA, responseId: "dry-1"))
+            json: IOSScenario.inviteResponse(action: "accept", device: IOSScenario.deviceA, responseId: "dry-1"))
         try #require(result.status == 200, "\(result.text)")
         #expect(result.json["matched"] as? Bool == true)
         #expect(result.json["ruleId"] as? String == "invite-accept")
@@ -540,20 +546,21 @@ struct IOSScenarioTests {
 
         let blankComment = try api.admin(
             "POST", "/v1/apps/\(app)/rules/test",
-            json: S.inviteResponse(action: "comment", device: S.deviceA, responseId: "dry-2", userText: "  "))
+            json: IOSScenario.inviteResponse(
+                action: "comment", device: IOSScenario.deviceA, responseId: "dry-2", userText: "  "))
         #expect(blankComment.status == 422)
-        #expect(S.pointers(blankComment) == ["/userText"])
+        #expect(IOSScenario.pointers(blankComment) == ["/userText"])
 
-        #expect(try S.counts(api) == before)
+        #expect(try IOSScenario.counts(api) == before)
         #expect(before.responses == 0)
     }
 
     @Test("GET /v1/categories with the ingest key returns the app's categories as UNNotificationCategory")
     func categoriesForTheApp() throws {
-        let api = try S.makeAPI()
-        let key = try S.setUpCalendar(api)
+        let api = try IOSScenario.makeAPI()
+        let key = try IOSScenario.setUpCalendar(api)
         let otherKey = try api.createApp("someone-else")
-        try S.putCategory(
+        try IOSScenario.putCategory(
             api, app: "someone-else", id: "GENERAL", #"{"actions": [], "options": ["customDismissAction"]}"#,
             expectStatus: [201])
 
@@ -582,8 +589,9 @@ struct IOSScenarioTests {
             ((others.json["items"] as? [[String: Any]])?.first?["options"] as? [String]) == ["customDismissAction"])
 
         // A category changed through the admin API shows at once.
-        try S.putCategory(
-            api, app: S.calendarApp, id: "event-update", #"{"actions": [], "options": ["hiddenPreviewsShowTitle"]}"#,
+        try IOSScenario.putCategory(
+            api, app: IOSScenario.calendarApp, id: "event-update",
+            #"{"actions": [], "options": ["hiddenPreviewsShowTitle"]}"#,
             expectStatus: [200])
         let updated = try api.call("GET", "/v1/categories", token: key)
         let update = (updated.json["items"] as? [[String: Any]])?.last
@@ -592,18 +600,30 @@ struct IOSScenarioTests {
 
     @Test("history: filters by subject, action, category, outcome and time; keyset pages without gaps")
     func history() throws {
-        let api = try S.makeAPI()
-        let key = try S.setUpCalendar(api)
-        let app = S.calendarApp
+        let api = try IOSScenario.makeAPI()
+        let key = try IOSScenario.setUpCalendar(api)
+        let app = IOSScenario.calendarApp
         // Seven responses: accept/decline/comment on two events, plus unmatched ones.
         let bodies: [(String, String)] = [
-            ("h1", S.inviteResponse(action: "accept", device: S.deviceA, responseId: "h1")),
-            ("h2", S.inviteResponse(action: "decline", device: S.deviceB, responseId: "h2")),
-            ("h3", S.inviteResponse(action: "comment", device: S.deviceA, responseId: "h3", userText: "late")),
-            ("h4", S.inviteResponse(action: "accept", device: S.deviceB, responseId: "h4", eventId: "77")),
-            ("h5", S.inviteResponse(action: "maybe", device: S.deviceA, responseId: "h5")),
+            ("h1", IOSScenario.inviteResponse(action: "accept", device: IOSScenario.deviceA, responseId: "h1")),
+            ("h2", IOSScenario.inviteResponse(action: "decline", device: IOSScenario.deviceB, responseId: "h2")),
+            (
+                "h3",
+                IOSScenario.inviteResponse(
+                    action: "comment", device: IOSScenario.deviceA, responseId: "h3", userText: "late")
+            ),
+            (
+                "h4",
+                IOSScenario.inviteResponse(
+                    action: "accept", device: IOSScenario.deviceB, responseId: "h4", eventId: "77")
+            ),
+            ("h5", IOSScenario.inviteResponse(action: "maybe", device: IOSScenario.deviceA, responseId: "h5")),
             ("h6", #"{"actionIdentifier": "open", "categoryIdentifier": "event-update", "responseId": "h6"}"#),
-            ("h7", S.inviteResponse(action: "decline", device: S.deviceA, responseId: "h7", eventId: "77")),
+            (
+                "h7",
+                IOSScenario.inviteResponse(
+                    action: "decline", device: IOSScenario.deviceA, responseId: "h7", eventId: "77")
+            ),
         ]
         var ids: [String: String] = [:]
         for (name, body) in bodies {
@@ -685,186 +705,5 @@ struct IOSScenarioTests {
         }
         #expect(try api.admin("GET", "/v1/apps/\(app)/responses?limit=0").status == 400)
         #expect(try api.admin("GET", "/v1/apps/\(app)/responses?limit=501").status == 400)
-    }
-}
-
-/// Fixtures and row readers for the scenario tests.
-enum IOSScenarioSupport {
-    static let calendarApp = "acme-calendar"
-    static let deviceA = String(repeating: "a1b2c3d4", count: 8)
-    static let deviceB = String(repeating: "0f1e2d3c", count: 8)
-
-    struct FollowUpRow {
-        var id: String
-        var ordinal: Int
-        var channel: String
-        var isSnooze: Bool
-        var status: String
-        var deviceToken: String?
-        var payload: [String: Any]
-    }
-
-    struct Counts: Equatable {
-        var responses: Int
-        var followUps: Int
-    }
-
-    /// A live service for ingest tests. The delivery worker is off so that follow-up rows keep the state
-    /// ingest gave them (delivery has its own tests).
-    static func makeAPI(configure: (inout Configuration) -> Void = { _ in }) throws -> TestAPI {
-        try TestAPI(configure: { configuration in
-            configuration.workerEnabled = false
-            configure(&configuration)
-        })
-    }
-
-    /// The calendar app of WWDC 2016: categories `event-invite` and `event-update`, three rules.
-    static func setUpCalendar(_ api: TestAPI) throws -> String {
-        let key = try api.createApp(
-            calendarApp, extra: #""webhook": {"url": "https://hooks.acme.example/actionhook"}"#)
-        try putCategory(
-            api, app: calendarApp, id: "event-invite",
-            #"""
-            {"identifier": "event-invite",
-             "actions": [{"identifier": "accept", "title": "Accept", "options": ["foreground"]},
-                         {"identifier": "decline", "title": "Decline", "options": ["destructive"]},
-                         {"identifier": "comment", "title": "Comment", "options": [],
-                          "textInput": {"buttonTitle": "Send", "placeholder": "Type here..."}}],
-             "options": [], "intentIdentifiers": [], "subjectKey": "eventId"}
-            """#, expectStatus: [201])
-        try putCategory(api, app: calendarApp, id: "event-update", #"{"actions": []}"#, expectStatus: [201])
-        try createRule(
-            api, app: calendarApp,
-            #"""
-            {"id": "invite-accept", "description": "Tell the calendar backend when an invite is accepted",
-             "priority": 100, "enabled": true,
-             "match": {"category": "event-invite", "action": ["accept", "ACCEPT"],
-                       "userInfo": [{"path": "eventId", "op": "exists"}]},
-             "handler": {"type": "accept"},
-             "followUps": [
-               {"channel": "webhook", "delaySeconds": 0,
-                "body": {"event": "invite.accepted", "eventId": "{{userInfo.eventId}}", "responseId": "{{response.id}}"}},
-               {"channel": "apns", "delaySeconds": 0, "pushType": "alert",
-                "payload": {"aps": {"alert": {"title": "Going!", "body": "See you at {{userInfo.location}}"},
-                                    "category": "event-update"}}}]}
-            """#)
-        try createRule(
-            api, app: calendarApp,
-            #"""
-            {"id": "invite-decline", "match": {"category": "event-invite", "action": "decline"},
-             "handler": {"type": "decline"}, "followUps": [{"channel": "webhook"}]}
-            """#)
-        try createRule(
-            api, app: calendarApp,
-            #"""
-            {"id": "invite-comment", "match": {"category": "event-invite", "action": "comment"},
-             "handler": {"type": "comment", "maxLength": 140},
-             "followUps": [{"channel": "webhook",
-                            "body": {"event": "invite.comment", "eventId": "{{userInfo.eventId}}",
-                                     "text": "{{userText}}", "note": "said: {{userText}}"}}]}
-            """#)
-        return key
-    }
-
-    /// A response to the party invite, `userInfo` as the push carried it (event 42 unless given).
-    static func inviteResponse(
-        action: String, device: String, responseId: String, userText: String? = nil, userTextJSON: String? = nil,
-        eventId: String = "42", respondedAt: String = "2026-11-20T10:00:00.000Z"
-    ) -> String {
-        var text = ""
-        if let userTextJSON {
-            text = #""userText": \#(userTextJSON), "#
-        } else if let userText {
-            text = #""userText": \#(jsonString(userText)), "#
-        }
-        return #"""
-            {"actionIdentifier": "\#(action)", \#(text)"notificationIdentifier": "invite-\#(eventId)",
-             "deviceToken": "\#(device)", "responseId": "\#(responseId)", "respondedAt": "\#(respondedAt)",
-             "userInfo": {"aps": {"alert": {"title": "Party at Tom's", "body": "Saturday 8pm"},
-                                  "category": "event-invite", "mutable-content": 1},
-                          "eventId": \#(eventId), "location": "Tom's place, 1 \"Main\" St"}}
-            """#
-    }
-
-    static func jsonString(_ text: String) -> String {
-        let data = try! JSONSerialization.data(withJSONObject: [text], options: [])
-        let array = String(decoding: data, as: UTF8.self)
-        return String(array.dropFirst().dropLast())
-    }
-
-    static func putCategory(_ api: TestAPI, app: String, id: String, _ json: String, expectStatus: [Int]) throws {
-        let answer = try api.admin("PUT", "/v1/apps/\(app)/categories/\(id)", json: json)
-        try #require(expectStatus.contains(answer.status), "PUT category \(id): \(answer.status) \(answer.text)")
-    }
-
-    static func createRule(_ api: TestAPI, app: String, _ json: String) throws {
-        let answer = try api.admin("POST", "/v1/apps/\(app)/rules", json: json)
-        try #require(answer.status == 201, "POST rule: \(answer.status) \(answer.text)")
-    }
-
-    /// The stored columns of one response, as text (`nil` for NULL).
-    static func responseRow(_ api: TestAPI, id: String) throws -> [String: String] {
-        let rows = try api.query(
-            """
-            SELECT action_identifier, category_identifier, notification_identifier, user_text, outcome, rule_id,
-                subject, device_token, idempotency_key, client_response_id
-            FROM responses WHERE id = \(UUID(uuidString: id)!)
-            """)
-        try #require(rows.count == 1)
-        var result: [String: String] = [:]
-        for column in [
-            "action_identifier", "category_identifier", "notification_identifier", "user_text", "outcome", "rule_id",
-            "subject", "device_token", "idempotency_key", "client_response_id",
-        ] {
-            result[column] = try rows[0].decode(column, as: String?.self)
-        }
-        return result
-    }
-
-    /// A response's follow-up rows, by ordinal.
-    static func followUps(_ api: TestAPI, responseID: String) throws -> [FollowUpRow] {
-        try api.query(
-            """
-            SELECT id, ordinal, channel, is_snooze, status, device_token, payload::text AS payload
-            FROM followups WHERE response_id = \(UUID(uuidString: responseID)!) ORDER BY ordinal
-            """
-        ).map { row in
-            let text = try row.decode("payload", as: String.self)
-            let payload = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] ?? [:]
-            return FollowUpRow(
-                id: try row.decode("id", as: UUID.self).uuidString.lowercased(), ordinal: try row.decode("ordinal"),
-                channel: try row.decode("channel"), isSnooze: try row.decode("is_snooze"),
-                status: try row.decode("status"), deviceToken: try row.decode("device_token", as: String?.self),
-                payload: payload)
-        }
-    }
-
-    /// `jsonb_typeof` of a member of a follow-up's stored payload.
-    static func jsonType(_ api: TestAPI, followUpID: String, path: [String]) throws -> String? {
-        let rows = try api.query(
-            "SELECT jsonb_typeof(payload #> \(path)) AS t FROM followups WHERE id = \(UUID(uuidString: followUpID)!)")
-        return try rows.first?.decode("t", as: String?.self)
-    }
-
-    /// The subject's decisions through the API, device token → outcome.
-    static func decisions(_ api: TestAPI, app: String, subject: String) throws -> [String: String] {
-        let answer = try api.admin("GET", "/v1/apps/\(app)/subjects/\(subject)")
-        try #require(answer.status == 200, "\(answer.text)")
-        var result: [String: String] = [:]
-        for decision in answer.json["decisions"] as? [[String: Any]] ?? [] {
-            result[decision["deviceToken"] as? String ?? ""] = decision["outcome"] as? String
-        }
-        return result
-    }
-
-    static func counts(_ api: TestAPI) throws -> Counts {
-        Counts(
-            responses: try api.count("SELECT count(*) AS n FROM responses"),
-            followUps: try api.count("SELECT count(*) AS n FROM followups"))
-    }
-
-    /// The pointers of a problem's field errors.
-    static func pointers(_ response: TestResponse) -> [String] {
-        (response.json["errors"] as? [[String: Any]] ?? []).compactMap { $0["pointer"] as? String }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import ServiceTestSupport
 import TestSupport
 import Testing
 
@@ -8,20 +9,19 @@ import Testing
 /// exactly one response row exists per (app, key).
 @Suite("Ingest idempotency (F6)")
 struct IdempotencyTests {
-    typealias S = IOSScenarioSupport
     static let app = "idem-app"
 
     /// An app with a `record` rule that asks for one webhook and a `comment` rule.
     static func setUp(_ api: TestAPI, app: String = IdempotencyTests.app) throws -> String {
         let key = try api.createApp(app)
-        try S.createRule(
+        try IOSScenario.createRule(
             api, app: app,
             #"""
             {"id": "idem-record", "match": {"action": ["open", "accept"]}, "handler": {"type": "record"},
              "followUps": [{"channel": "webhook", "url": "https://backend.example/hook",
                             "body": {"action": "{{actionIdentifier}}", "text": "{{userText}}"}}]}
             """#)
-        try S.createRule(
+        try IOSScenario.createRule(
             api, app: app, #"{"id": "idem-comment", "match": {"action": "comment"}, "handler": {"type": "comment"}}"#)
         return key
     }
@@ -40,7 +40,7 @@ struct IdempotencyTests {
 
     @Test("same key, same body: 200, Idempotent-Replayed, the identical body, nothing new stored")
     func sameKeySameBody() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try Self.setUp(api)
         let first = try api.ingest(key: key, json: Self.body(), headers: [("Idempotency-Key", "k-same")])
         try #require(first.status == 202, "\(first.text)")
@@ -72,7 +72,7 @@ struct IdempotencyTests {
 
     @Test("same key, different body: 422 without echoing the body; the stored row is unchanged")
     func sameKeyDifferentBody() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try Self.setUp(api)
         let first = try api.ingest(key: key, json: Self.body(), headers: [("Idempotency-Key", "k-diff")])
         try #require(first.status == 202, "\(first.text)")
@@ -81,7 +81,7 @@ struct IdempotencyTests {
             Self.body(text: "secret-reply-7d1f"),
             Self.body("accept"),
             #"{"actionIdentifier": "open", "userText": "hello", "notificationIdentifier": "n-1", "userInfo": {"aps": {"alert": "Hi"}, "orderId": 8}}"#,
-            #"{"actionIdentifier": "open", "userText": "hello", "notificationIdentifier": "n-1", "userInfo": {"aps": {"alert": "Hi"}, "orderId": 7}, "deviceToken": "\#(S.deviceA)"}"#,
+            #"{"actionIdentifier": "open", "userText": "hello", "notificationIdentifier": "n-1", "userInfo": {"aps": {"alert": "Hi"}, "orderId": 7}, "deviceToken": "\#(IOSScenario.deviceA)"}"#,
         ]
         for (index, variant) in variants.enumerated() {
             let refused = try api.ingest(key: key, json: variant, headers: [("Idempotency-Key", "k-diff")])
@@ -93,7 +93,7 @@ struct IdempotencyTests {
         }
         #expect(try api.count("SELECT count(*) AS n FROM responses") == 1)
         #expect(try api.count("SELECT count(*) AS n FROM followups") == 1)
-        #expect(try S.responseRow(api, id: first.json["id"] as? String ?? "")["user_text"] == "hello")
+        #expect(try IOSScenario.responseRow(api, id: first.json["id"] as? String ?? "")["user_text"] == "hello")
         // The original body still replays.
         let replay = try api.ingest(key: key, json: Self.body(), headers: [("Idempotency-Key", "k-diff")])
         #expect(replay.status == 200)
@@ -102,12 +102,12 @@ struct IdempotencyTests {
 
     @Test("responseId is the key when no header is sent; the header wins when both are")
     func responseIdAsKey() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try Self.setUp(api)
         let first = try api.ingest(key: key, json: Self.body(responseId: "resp-1"))
         try #require(first.status == 202, "\(first.text)")
         let id = try #require(first.json["id"] as? String)
-        let row = try S.responseRow(api, id: id)
+        let row = try IOSScenario.responseRow(api, id: id)
         #expect(row["idempotency_key"] == "resp-1")
         #expect(row["client_response_id"] == "resp-1")
 
@@ -138,7 +138,7 @@ struct IdempotencyTests {
 
     @Test("keys are per app; a refused request does not use up its key; a replay survives rule changes")
     func scopeAndLifetime() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try Self.setUp(api)
         let otherKey = try Self.setUp(api, app: "idem-other")
 
@@ -181,7 +181,7 @@ struct IdempotencyTests {
 
     @Test("20 concurrent requests with one key: exactly one 202, the rest replays or 409, one row")
     func concurrentSameKey() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try Self.setUp(api)
         let port = api.port
         let body = Self.body()
@@ -242,7 +242,7 @@ struct IdempotencyTests {
 
     @Test("a key held by another transaction is 409, stores nothing, and works once released")
     func inFlightKeyIs409() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try Self.setUp(api)
         // The service takes pg_try_advisory_xact_lock(hashtextextended(app || chr(31) || key, 0));
         // holding the same lock at session level from another connection makes the key "in flight".

@@ -1,18 +1,18 @@
 import Foundation
 import Postgres
+import ServiceTestSupport
 import TestSupport
 import Testing
 
 /// F8: ingest limits answer with the documented status, store nothing, and never echo the body.
 @Suite("Ingest limits (F8)")
 struct IngestLimitTests {
-    typealias S = IOSScenarioSupport
     /// A value planted in refused bodies; no error answer may repeat it.
     static let seeded = "SEEDED-SECRET-5c0ffee-\(UUID().uuidString)"
 
     static func setUp(_ api: TestAPI, app: String = "limits") throws -> String {
         let key = try api.createApp(app)
-        try S.createRule(api, app: app, #"{"id": "limits-record", "handler": {"type": "record"}}"#)
+        try IOSScenario.createRule(api, app: app, #"{"id": "limits-record", "handler": {"type": "record"}}"#)
         return key
     }
 
@@ -24,7 +24,7 @@ struct IngestLimitTests {
         #expect(answer.json["status"] as? Int == status, "\(label)")
         #expect(answer.json["title"] is String, "\(label)")
         #expect(!answer.text.contains(seeded), "\(label) echoes the body")
-        return S.pointers(answer)
+        return IOSScenario.pointers(answer)
     }
 
     static func rawIngest(_ api: TestAPI, key: String, contentType: String?, body: [UInt8]) throws -> TestResponse {
@@ -40,7 +40,7 @@ struct IngestLimitTests {
 
     @Test("body over 16 KiB: 413 from Content-Length before the body is sent; 16 KiB exactly is accepted")
     func bodySize() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try Self.setUp(api)
 
         // Only the head is sent: the answer must come without the body (the read would time out).
@@ -76,7 +76,7 @@ struct IngestLimitTests {
 
     @Test("userInfo over 8 KiB or deeper than 32, long identifiers and text: 422 with the field's pointer")
     func fieldLimits() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try Self.setUp(api)
         // {"k":"…"} is 8 bytes plus the string: 8184 characters make exactly 8192 bytes.
         func userInfo(_ length: Int) -> String {
@@ -134,7 +134,7 @@ struct IngestLimitTests {
 
     @Test("invalid UTF-8 and non-JSON bodies are 400, other media types 415; nothing is stored")
     func malformedBodies() throws {
-        let api = try S.makeAPI()
+        let api = try IOSScenario.makeAPI()
         let key = try Self.setUp(api)
         let secret = Array(Self.seeded.utf8)
         let prefix = Array(#"{"actionIdentifier": "open", "userText": ""#.utf8)
@@ -189,7 +189,7 @@ struct IngestLimitTests {
 
     @Test("per-app rate limit: 429 with Retry-After, refused requests store nothing, other apps unaffected")
     func appRateLimit() throws {
-        let api = try S.makeAPI(configure: { $0.rateLimitPerSecond = 2 })
+        let api = try IOSScenario.makeAPI(configure: { $0.rateLimitPerSecond = 2 })
         let key = try Self.setUp(api)
         let otherKey = try Self.setUp(api, app: "limits-other")
 
@@ -255,14 +255,14 @@ struct IngestLimitTests {
 
     @Test("per-device rate limit: one device is limited, another device and the app are not")
     func deviceRateLimit() throws {
-        let api = try S.makeAPI(configure: { $0.deviceRateLimitPerSecond = 1 })
+        let api = try IOSScenario.makeAPI(configure: { $0.deviceRateLimitPerSecond = 1 })
         let key = try Self.setUp(api)
         func body(_ device: String) -> String {
             #"{"actionIdentifier": "open", "deviceToken": "\#(device)", "userText": "\#(Self.seeded)"}"#
         }
         var statuses: [Int] = []
         for _ in 0..<10 {
-            let answer = try api.ingest(key: key, json: body(S.deviceA))
+            let answer = try api.ingest(key: key, json: body(IOSScenario.deviceA))
             statuses.append(answer.status)
             if answer.status == 429 {
                 Self.expectProblem(answer, 429, "device")
@@ -273,10 +273,12 @@ struct IngestLimitTests {
         #expect(statuses.prefix(2) == [202, 202])
         #expect(statuses.contains(429))
         let acceptedForA = statuses.filter { $0 == 202 }.count
-        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE device_token = \(S.deviceA)") == acceptedForA)
+        #expect(
+            try api.count("SELECT count(*) AS n FROM responses WHERE device_token = \(IOSScenario.deviceA)")
+                == acceptedForA)
 
         // Another device, and requests without a device, still pass.
-        #expect(try api.ingest(key: key, json: body(S.deviceB)).status == 202)
+        #expect(try api.ingest(key: key, json: body(IOSScenario.deviceB)).status == 202)
         #expect(try api.ingest(key: key, json: #"{"actionIdentifier": "open"}"#).status == 202)
         #expect(try api.count("SELECT count(*) AS n FROM responses") == acceptedForA + 2)
     }

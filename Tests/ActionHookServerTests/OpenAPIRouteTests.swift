@@ -3,18 +3,15 @@ import Foundation
 import Logging
 import MicroHTTPD
 import Postgres
+import TestSupport
 import Testing
 
 /// `openapi.yaml` at the repository root documents exactly the routes the service serves.
 @Suite("OpenAPI document matches the router")
 struct OpenAPIRouteTests {
-    /// The repository root, found from this file's path (Tests/ActionHookServerTests/<file>).
-    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent()
-
     @Test("every `METHOD /path` in openapi.yaml is a route, and every route is documented")
     func specMatchesRoutes() throws {
-        let url = Self.repositoryRoot.appendingPathComponent("openapi.yaml")
+        let url = Repository.root.appendingPathComponent("openapi.yaml")
         // A missing document is a failure, not a skip.
         let text = try #require(
             try? String(contentsOf: url, encoding: .utf8), "openapi.yaml is missing at \(url.path)")

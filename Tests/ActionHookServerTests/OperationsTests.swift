@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import MicroHTTPD
 import Postgres
+import ServiceTestSupport
 import Synchronization
 import TestSupport
 import Testing

@@ -1,6 +1,7 @@
 import ActionHookServer
 import Foundation
 import Postgres
+import ServiceTestSupport
 import Synchronization
 import TestSupport
 import Testing
@@ -13,9 +14,6 @@ import Testing
 /// of their own (the shared test cluster must not be stopped under the other suites).
 @Suite("Database outages (R10)", .serialized)
 struct OutageTests {
-    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent()
-
     /// A PostgreSQL cluster in a temporary folder, destroyed on `stop()`.
     final class Cluster {
         let folder: URL
@@ -25,7 +23,7 @@ struct OutageTests {
         init() throws {
             folder = FileManager.default.temporaryDirectory.appendingPathComponent(
                 "actionhook-r10-\(UUID().uuidString)")
-            port = try ClientPackageTests.freePort()
+            port = try LoopbackListener.freePort()
             try Self.script(["start", folder.path, String(port), "fsync=off"])
             url = "postgresql://postgres@127.0.0.1:\(port)/actionhook"
         }
@@ -71,7 +69,7 @@ struct OutageTests {
         /// `Process.waitUntilExit` never returned here: the script leaves a daemon behind, and the child
         /// stayed a zombie no one reaped.)
         private static func script(_ arguments: [String]) throws {
-            let path = OutageTests.repositoryRoot.appendingPathComponent("scripts/pg-local.sh").path
+            let path = Repository.root.appendingPathComponent("scripts/pg-local.sh").path
             let argv = ["/bin/bash", path] + arguments
             var actions = posix_spawn_file_actions_t()
             posix_spawn_file_actions_init(&actions)
@@ -216,7 +214,7 @@ struct OutageTests {
     func silentAndRefusingDatabases() throws {
         let silent = try SilentListener()
         defer { silent.stop() }
-        let refusing = try ClientPackageTests.freePort()
+        let refusing = try LoopbackListener.freePort()
         for url in [
             "postgresql://postgres@127.0.0.1:\(silent.port)/actionhook",
             "postgresql://postgres@127.0.0.1:\(refusing)/actionhook",
@@ -254,24 +252,9 @@ final class SilentListener: Sendable {
     init() throws {
         // A listening socket that is never accepted from: the kernel completes each handshake into the
         // backlog, so a client connects and then waits for words that never come, as from a stopped server.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
-        }
-        guard bound == 0, listen(fd, 128) == 0 else {
-            close(fd)
-            throw ProxyError(description: "the silent listener could not listen")
-        }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        port = Int(UInt16(bigEndian: address.sin_port))
-        held.withLock { $0.append(fd) }
+        let listener = try LoopbackListener()
+        port = listener.port
+        held.withLock { $0.append(contentsOf: listener.descriptors) }
     }
 
     func stop() {

@@ -1,6 +1,7 @@
 import ActionHookServer
 import Foundation
 import Postgres
+import ServiceTestSupport
 import TestSupport
 import Testing
 

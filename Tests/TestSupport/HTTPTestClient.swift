@@ -1,42 +1,42 @@
 import Foundation
 
 /// A response read off a raw socket.
-public struct TestResponse: Sendable {
+package struct TestResponse: Sendable {
     /// The status code.
-    public let status: Int
+    package let status: Int
     /// Header fields, names lowercased; the last value wins.
-    public let headers: [String: String]
+    package let headers: [String: String]
     /// The body bytes.
-    public let body: [UInt8]
+    package let body: [UInt8]
 
     /// The body as UTF-8 text.
-    public var text: String { String(decoding: body, as: UTF8.self) }
+    package var text: String { String(decoding: body, as: UTF8.self) }
 
     /// The body parsed as a JSON object (empty when it is not one).
-    public var json: [String: Any] {
+    package var json: [String: Any] {
         (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:]
     }
 }
 
 /// Why the test client failed.
-public struct TestClientError: Error, CustomStringConvertible {
+package struct TestClientError: Error, CustomStringConvertible {
     /// What went wrong.
-    public let description: String
+    package let description: String
 
     /// Creates an error.
-    public init(description: String) {
+    package init(description: String) {
         self.description = description
     }
 }
 
 /// A blocking HTTP/1.1 client over one TCP connection, so tests control exactly what is sent:
 /// keep-alive, partial requests, chunked bodies, many connections at once.
-public final class HTTPTestClient {
+package final class HTTPTestClient {
     let socket: Int32
     private var buffer: [UInt8]
 
     /// Connects to `host:port`, optionally from a given local address (e.g. `127.0.0.2`).
-    public init(host: String = "127.0.0.1", port: Int, from localAddress: String? = nil, timeoutSeconds: Int = 10)
+    package init(host: String = "127.0.0.1", port: Int, from localAddress: String? = nil, timeoutSeconds: Int = 10)
         throws
     {
         // The descriptor is stored only once connected: a class whose stored properties are all set
@@ -87,7 +87,7 @@ public final class HTTPTestClient {
     }
 
     /// Sends raw bytes.
-    public func send(_ bytes: [UInt8]) throws {
+    package func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let sent = bytes[offset...].withUnsafeBytes {
@@ -99,12 +99,12 @@ public final class HTTPTestClient {
     }
 
     /// Sends raw text.
-    public func send(_ text: String) throws {
+    package func send(_ text: String) throws {
         try send(Array(text.utf8))
     }
 
     /// Sends a request with `Content-Length` when there is a body.
-    public func sendRequest(
+    package func sendRequest(
         _ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil
     ) throws {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: localhost\r\n"
@@ -115,7 +115,7 @@ public final class HTTPTestClient {
     }
 
     /// Sends a request and reads its response.
-    public func request(
+    package func request(
         _ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil
     ) throws -> TestResponse {
         try sendRequest(method, path, headers: headers, body: body)
@@ -123,14 +123,14 @@ public final class HTTPTestClient {
     }
 
     /// Sends a JSON request body.
-    public func request(_ method: String, _ path: String, headers: [(String, String)] = [], json: String) throws
+    package func request(_ method: String, _ path: String, headers: [(String, String)] = [], json: String) throws
         -> TestResponse
     {
         try request(method, path, headers: headers + [("Content-Type", "application/json")], body: Array(json.utf8))
     }
 
     /// Reads one response (`Content-Length` bodies, or until the peer closes).
-    public func readResponse(head: Bool = false) throws -> TestResponse {
+    package func readResponse(head: Bool = false) throws -> TestResponse {
         let headerEnd = try readUntil(Array("\r\n\r\n".utf8))
         let headerText = String(decoding: buffer[..<headerEnd], as: UTF8.self)
         buffer.removeFirst(headerEnd + 4)
@@ -163,7 +163,7 @@ public final class HTTPTestClient {
     }
 
     /// Whether the server has closed the connection (waits up to the receive timeout).
-    public func isClosedByPeer() -> Bool {
+    package func isClosedByPeer() -> Bool {
         var byte: UInt8 = 0
         let received = recv(socket, &byte, 1, 0)
         return received == 0 || (received < 0 && errno == ECONNRESET)

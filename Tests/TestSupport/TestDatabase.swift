@@ -5,14 +5,14 @@ import Postgres
 ///
 /// Connections made with ``connectionString`` or ``configuration`` have `search_path` set to the
 /// schema, so unqualified table names land in it. Call ``drop()`` when the test ends (`defer`).
-public final class TestDatabase: Sendable {
+package final class TestDatabase: Sendable {
     /// The environment variable that names the test server.
-    public static let environmentVariable = "ACTIONHOOK_TEST_DATABASE_URL"
+    package static let environmentVariable = "ACTIONHOOK_TEST_DATABASE_URL"
 
     /// The error thrown when the test server is not configured.
-    public struct NotConfigured: Error, CustomStringConvertible {
+    package struct NotConfigured: Error, CustomStringConvertible {
         /// Explains how to run the tests.
-        public var description: String {
+        package var description: String {
             "\(TestDatabase.environmentVariable) is not set. The integration tests need a PostgreSQL server: "
                 + "run them with `make test`, which starts a throwaway cluster and sets it, or set it yourself "
                 + "to a libpq URI or conninfo for a role that may CREATE SCHEMA."
@@ -20,17 +20,17 @@ public final class TestDatabase: Sendable {
     }
 
     /// The schema's name, `t_` followed by 16 random hex digits.
-    public let schema: String
+    package let schema: String
 
     /// A connection string for the test server with `search_path` set to ``schema``.
-    public let connectionString: String
+    package let connectionString: String
 
     private let baseConnectionString: String
     /// The database made for this test alone (see ``createInOwnDatabase()``), dropped with it.
     private let ownDatabase: (name: String, server: String)?
 
     /// A configuration using ``connectionString``.
-    public var configuration: PostgresConfiguration {
+    package var configuration: PostgresConfiguration {
         PostgresConfiguration(connectionString: connectionString)
     }
 
@@ -38,7 +38,7 @@ public final class TestDatabase: Sendable {
     ///
     /// - Throws: ``NotConfigured`` when the variable is missing or empty, so a run without a server
     ///   fails instead of skipping; ``PostgresError`` when the server cannot be reached.
-    public static func create() throws -> TestDatabase {
+    package static func create() throws -> TestDatabase {
         guard let base = ProcessInfo.processInfo.environment[environmentVariable], !base.isEmpty else {
             throw NotConfigured()
         }
@@ -48,7 +48,7 @@ public final class TestDatabase: Sendable {
     /// Creates a fresh schema on the server named by `baseConnectionString` (a libpq URI or conninfo).
     ///
     /// - Throws: ``PostgresError`` when the server cannot be reached or the schema cannot be created.
-    public static func create(baseConnectionString base: String) throws -> TestDatabase {
+    package static func create(baseConnectionString base: String) throws -> TestDatabase {
         var generator = SystemRandomNumberGenerator()
         let schema = "t_" + String(format: "%016llx", generator.next() as UInt64)
         let connection = try PostgresConnection(configuration: PostgresConfiguration(connectionString: base))
@@ -59,7 +59,7 @@ public final class TestDatabase: Sendable {
     /// Creates a fresh schema in a database of its own on the server named by
     /// `ACTIONHOOK_TEST_DATABASE_URL`: for tests that count what reaches the database or the listener
     /// (notifications are per database, so other tests' would reach it in the shared one).
-    public static func createInOwnDatabase() throws -> TestDatabase {
+    package static func createInOwnDatabase() throws -> TestDatabase {
         guard let server = ProcessInfo.processInfo.environment[environmentVariable], !server.isEmpty else {
             throw NotConfigured()
         }
@@ -86,7 +86,7 @@ public final class TestDatabase: Sendable {
     }
 
     /// Drops the schema and everything in it; calling it again does nothing.
-    public func drop() {
+    package func drop() {
         // A failed drop leaves a schema behind on a throwaway server; it must not hide the test's own result.
         guard
             let connection = try? PostgresConnection(

@@ -1,81 +1,75 @@
 import ActionHookCore
 import ActionHookServer
 import Foundation
-import Postgres
 import TestSupport
-import Testing
 
 /// One request the APNs stand-in (`Tests/Fixtures/apns_standin.py`) received, read from its log.
-struct APNsStandInRequest {
+package struct APNsStandInRequest {
     /// Order of arrival, from 1.
-    let seq: Int
+    package let seq: Int
     /// The TCP connection it came on (numbered from 1 by the stand-in).
-    let connection: Int
+    package let connection: Int
     /// The HTTP/2 stream id.
-    let stream: Int
+    package let stream: Int
     /// When the request was complete at the stand-in (UNIX seconds).
-    let time: Double
-    let method: String?
-    let path: String?
+    package let time: Double
+    package let method: String?
+    package let path: String?
     /// The device token from the path.
-    let token: String?
+    package let token: String?
     /// Header fields, lower-case names, without pseudo-headers and `authorization`.
-    let headers: [String: String]
+    package let headers: [String: String]
     /// The provider token (compact JWT), and what it said.
-    let jwt: String?
-    let alg: String?
-    let kid: String?
-    let iss: String?
-    let iat: Int?
+    package let jwt: String?
+    package let alg: String?
+    package let kid: String?
+    package let iss: String?
+    package let iat: Int?
     /// The stand-in's answer: 200, or an error status with APNs' `reason`.
-    let status: Int
-    let reason: String?
+    package let status: Int
+    package let reason: String?
     /// The payload parsed as JSON (nil when it was not JSON), and its size.
-    let payload: Any?
-    let payloadBytes: Int
+    package let payload: Any?
+    package let payloadBytes: Int
 
-    var apnsID: String? { headers["apns-id"] }
-    var payloadObject: [String: Any]? { payload as? [String: Any] }
-    var aps: [String: Any]? { payloadObject?["aps"] as? [String: Any] }
+    package var apnsID: String? { headers["apns-id"] }
+    package var payloadObject: [String: Any]? { payload as? [String: Any] }
+    package var aps: [String: Any]? { payloadObject?["aps"] as? [String: Any] }
 }
 
 /// Why the stand-in could not be used. Never a skip: a missing tool fails the test.
-struct APNsStandInError: Error, CustomStringConvertible {
-    let description: String
+package struct APNsStandInError: Error, CustomStringConvertible {
+    package let description: String
 }
 
 /// An APNs stand-in for one test: a self-signed CA and a server certificate for 127.0.0.1 and an
 /// ES256 `.p8` provider key, all made with `openssl` in a temporary directory, and the Python HTTP/2
 /// server started on a free port with `.build-tools/venv/bin/python3` (which must have `h2`:
 /// `scripts/install-deps.sh` installs it). Stopped by ``stop()`` or when released.
-final class APNsStandIn {
+package final class APNsStandIn {
     /// The provider key's team, key id and the app's bundle id, as the stand-in expects them.
-    static let teamID = "TEAM123456"
-    static let keyID = "KEYID12345"
-    static let topic = "com.example.actionhook"
+    package static let teamID = "TEAM123456"
+    package static let keyID = "KEYID12345"
+    package static let topic = "com.example.actionhook"
 
-    /// The repository's root, from this file's path.
-    static let repositoryRoot = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    let directory: URL
-    let port: Int
+    package let directory: URL
+    package let port: Int
     /// The CA file to trust (`ACTIONHOOK_APNS_CA_FILE`).
-    let caFile: String
+    package let caFile: String
     /// The provider key, PKCS#8 PEM (`-----BEGIN PRIVATE KEY-----`), as an app's `apns.privateKey`.
-    let privateKeyPEM: String
+    package let privateKeyPEM: String
     /// The JSON-lines log the stand-in writes.
-    let logFile: URL
+    package let logFile: URL
     private let process: Process
     private let stdin: Pipe
     private let stderrFile: URL
 
     /// `https://127.0.0.1:<port>` (`ACTIONHOOK_APNS_URL`).
-    var baseURL: String { "https://127.0.0.1:\(port)" }
+    package var baseURL: String { "https://127.0.0.1:\(port)" }
 
     /// Makes the keys and certificates and starts the stand-in.
-    init() throws {
-        let root = Self.repositoryRoot
+    package init() throws {
+        let root = Repository.root
         let python = root.appendingPathComponent(".build-tools/venv/bin/python3").path
         let script = root.appendingPathComponent("Tests/Fixtures/apns_standin.py").path
         guard FileManager.default.isExecutableFile(atPath: python) else {
@@ -152,7 +146,7 @@ final class APNsStandIn {
     }
 
     /// Stops the stand-in (idempotent): SIGTERM, then SIGKILL if it is still running after 5 s.
-    func stop() {
+    package func stop() {
         try? stdin.fileHandleForWriting.close()
         Self.end(process)
     }
@@ -171,13 +165,13 @@ final class APNsStandIn {
     }
 
     /// Whether the stand-in is still running.
-    var isRunning: Bool { process.isRunning }
+    package var isRunning: Bool { process.isRunning }
 
     /// What the stand-in wrote to stderr (for failure messages).
-    var errors: String { (try? String(contentsOf: stderrFile, encoding: .utf8)) ?? "" }
+    package var errors: String { (try? String(contentsOf: stderrFile, encoding: .utf8)) ?? "" }
 
     /// Every request so far, in order of arrival.
-    func requests() throws -> [APNsStandInRequest] {
+    package func requests() throws -> [APNsStandInRequest] {
         try lines().compactMap { object in
             guard object["kind"] as? String == "request" else { return nil }
             return APNsStandInRequest(
@@ -194,17 +188,17 @@ final class APNsStandIn {
     }
 
     /// The requests for one device token.
-    func requests(token: String) throws -> [APNsStandInRequest] {
+    package func requests(token: String) throws -> [APNsStandInRequest] {
         try requests().filter { $0.token == token }
     }
 
     /// The requests carrying one `apns-id` (a follow-up id).
-    func requests(apnsID: String) throws -> [APNsStandInRequest] {
+    package func requests(apnsID: String) throws -> [APNsStandInRequest] {
         try requests().filter { $0.apnsID?.lowercased() == apnsID.lowercased() }
     }
 
     /// The TCP connections accepted so far: their numbers and the ALPN protocol chosen.
-    func connections() throws -> [(id: Int, alpn: String?)] {
+    package func connections() throws -> [(id: Int, alpn: String?)] {
         try lines().compactMap { object in
             guard object["kind"] as? String == "connection" else { return nil }
             return (object["conn"] as? Int ?? 0, object["alpn"] as? String)
@@ -222,7 +216,7 @@ final class APNsStandIn {
     }
 
     /// The app's `apns` settings for `POST /v1/apps`, as the `extra` of ``TestAPI/createApp(_:extra:)``.
-    var appSettingsJSON: String {
+    package var appSettingsJSON: String {
         let settings: [String: Any] = [
             "teamId": Self.teamID, "keyId": Self.keyID, "privateKey": privateKeyPEM, "topic": Self.topic,
             "environment": "sandbox",
@@ -232,7 +226,7 @@ final class APNsStandIn {
     }
 
     /// The credentials for driving `APNsSender` directly.
-    var credentials: APNsCredentials {
+    package var credentials: APNsCredentials {
         APNsCredentials(
             teamId: Self.teamID, keyId: Self.keyID, privateKey: privateKeyPEM, topic: Self.topic,
             environment: "sandbox")
@@ -240,7 +234,7 @@ final class APNsStandIn {
 
     /// Points a service at the stand-in, with the worker on, polling every 200 ms and retrying after
     /// about a second (three times).
-    func configure(_ configuration: inout Configuration) {
+    package func configure(_ configuration: inout Configuration) {
         configuration.workerEnabled = true
         configuration.apnsURL = baseURL
         configuration.apnsCAFile = caFile
@@ -249,7 +243,7 @@ final class APNsStandIn {
     }
 
     /// A 64-digit hex device token starting with `marker` (a stand-in behaviour, or none), unique.
-    static func deviceToken(_ marker: String = "") -> String {
+    package static func deviceToken(_ marker: String = "") -> String {
         var token = marker
         while token.count < 64 {
             token += String(format: "%08x", UInt32.random(in: 0...UInt32.max))
@@ -309,133 +303,5 @@ final class APNsStandIn {
         box.lock.lock()
         defer { box.lock.unlock() }
         return box.line
-    }
-}
-
-/// A service with its worker on, pointed at an APNs stand-in, with one app that has the stand-in's
-/// credentials, a category `PUSH_TEST` (or the one given) and helpers to look at follow-ups.
-final class APNsTestBed {
-    let standIn: APNsStandIn
-    let api: TestAPI
-    let app: String
-    let key: String
-
-    init(app: String = "pushes", standIn: APNsStandIn? = nil) throws {
-        let standIn = try standIn ?? APNsStandIn()
-        self.standIn = standIn
-        api = try TestAPI { standIn.configure(&$0) }
-        self.app = app
-        key = try api.createApp(app, extra: standIn.appSettingsJSON)
-    }
-
-    /// `PUT /v1/apps/{app}/categories/{id}`, which must succeed.
-    func putCategory(_ id: String, _ json: String) throws {
-        let answer = try api.admin("PUT", "/v1/apps/\(app)/categories/\(id)", json: json)
-        try #require([200, 201].contains(answer.status), "PUT category \(id): \(answer.status) \(answer.text)")
-    }
-
-    /// `POST /v1/apps/{app}/rules`, which must succeed.
-    func createRule(_ json: String) throws {
-        let answer = try api.admin("POST", "/v1/apps/\(app)/rules", json: json)
-        try #require(answer.status == 201, "POST rule: \(answer.status) \(answer.text)")
-    }
-
-    /// Ingests a response (built from `body` with JSONSerialization) and returns the 202 answer.
-    @discardableResult
-    func ingest(_ body: [String: Any]) throws -> [String: Any] {
-        let data = try JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])
-        let answer = try api.ingest(key: key, json: String(decoding: data, as: UTF8.self))
-        try #require(answer.status == 202, "ingest: \(answer.status) \(answer.text)")
-        return answer.json
-    }
-
-    /// The follow-up ids of an ingest answer, in order.
-    static func followUpIDs(_ answer: [String: Any]) -> [String] {
-        (answer["followUps"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
-    }
-
-    struct FollowUpState: Equatable {
-        var status: String
-        var attempt: Int
-        var lastError: String?
-    }
-
-    /// A follow-up's status, attempt number and last error.
-    func followUp(_ id: String) throws -> FollowUpState {
-        let rows = try api.query(
-            "SELECT status, attempt, last_error FROM followups WHERE id = \(UUID(uuidString: id)!)")
-        try #require(rows.count == 1, "follow-up \(id) not found")
-        return FollowUpState(
-            status: try rows[0].decode("status"), attempt: try rows[0].decode("attempt"),
-            lastError: try rows[0].decode("last_error"))
-    }
-
-    /// Waits until the follow-up reaches one of `statuses`; returns every status seen on the way.
-    ///
-    /// It sleeps with `Task.sleep`, never blocking a thread: the worker's sends run on the Swift
-    /// concurrency pool, which has as many threads as cores (two here), and tests run in parallel.
-    @discardableResult
-    func waitForFollowUp(_ id: String, in statuses: Set<String>, timeoutSeconds: Double = 20) async throws
-        -> [String]
-    {
-        var seen: [String] = []
-        let deadline = Date().addingTimeInterval(timeoutSeconds)
-        while true {
-            let status = try followUp(id).status
-            if seen.last != status { seen.append(status) }
-            if statuses.contains(status) { return seen }
-            if Date() > deadline {
-                let message =
-                    "follow-up \(id) reached none of \(statuses.sorted()) within \(timeoutSeconds) s; "
-                    + "seen \(seen); stand-in stderr: \(standIn.errors)"
-                Issue.record(Comment(rawValue: message))
-                return seen
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-    }
-
-    struct Attempt {
-        var attempt: Int
-        var result: String
-        var httpStatus: Int?
-        var errorClass: String?
-        var startedAt: Double
-        var finishedAt: Double
-    }
-
-    /// The stored delivery attempts of a follow-up, in order.
-    func attempts(_ id: String) throws -> [Attempt] {
-        try api.query(
-            """
-            SELECT attempt, result, http_status, error_class, extract(epoch FROM started_at)::float8 AS started,
-                extract(epoch FROM finished_at)::float8 AS finished
-            FROM delivery_attempts WHERE followup_id = \(UUID(uuidString: id)!) ORDER BY attempt
-            """
-        ).map { row in
-            Attempt(
-                attempt: try row.decode("attempt"), result: try row.decode("result"),
-                httpStatus: try row.decode("http_status"), errorClass: try row.decode("error_class"),
-                startedAt: try row.decode("started"), finishedAt: try row.decode("finished"))
-        }
-    }
-
-    /// `GET /v1/apps/{app}/responses/{id}`: its follow-ups by id.
-    func responseFollowUps(_ responseID: String) throws -> [String: [String: Any]] {
-        let answer = try api.admin("GET", "/v1/apps/\(app)/responses/\(responseID)")
-        try #require(answer.status == 200, "GET response: \(answer.status) \(answer.text)")
-        var byID: [String: [String: Any]] = [:]
-        for followUp in answer.json["followUps"] as? [[String: Any]] ?? [] {
-            if let id = followUp["id"] as? String { byID[id] = followUp }
-        }
-        return byID
-    }
-
-    /// The device row APNs' answers left, if any: its status and reason.
-    func device(_ token: String) throws -> (status: String, reason: String?)? {
-        let rows = try api.query(
-            "SELECT status, reason FROM devices WHERE app_id = \(app) AND token = \(token)")
-        guard let row = rows.first else { return nil }
-        return (try row.decode("status"), try row.decode("reason"))
     }
 }

@@ -1,6 +1,7 @@
 import ActionHookCore
 import ActionHookServer
 import Foundation
+import ServiceTestSupport
 import TestSupport
 import Testing
 

@@ -3,6 +3,7 @@ import ActionHookDelivery
 import Crypto
 import Foundation
 import Postgres
+import ServiceTestSupport
 import Synchronization
 import TestSupport
 import Testing

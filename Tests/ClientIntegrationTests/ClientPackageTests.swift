@@ -1,5 +1,6 @@
 import ActionHookKit
 import Foundation
+import ServiceTestSupport
 import Synchronization
 import TestSupport
 import Testing
@@ -123,15 +124,15 @@ struct ClientPackageTests {
 
     @Test("the service killed (SIGKILL) after storing a reply and before answering: the retry is a replay, one row")
     func killedBeforeAnswering() async throws {
-        let binary = try WorkerFaultTests.binary()
+        let binary = try ServeProcess.binary()
         let api = try TestAPI()
         let key = try api.createApp("kit-kill")
 
         let log = FileManager.default.temporaryDirectory.appendingPathComponent(
             "actionhook-kit-\(UUID().uuidString).log")
         defer { try? FileManager.default.removeItem(at: log) }
-        func start() throws -> (WorkerFaultTests.Subprocess, Int) {
-            let port = try Self.freePort()
+        func start() throws -> (ServeProcess, Int) {
+            let port = try LoopbackListener.freePort()
             var environment = ProcessInfo.processInfo.environment.filter {
                 !$0.key.hasPrefix("ACTIONHOOK_") && !$0.key.hasPrefix("PG") && $0.key != "DATABASE_URL"
             }
@@ -139,7 +140,7 @@ struct ClientPackageTests {
             environment["ACTIONHOOK_HOST"] = "127.0.0.1"
             environment["ACTIONHOOK_PORT"] = String(port)
             environment["ACTIONHOOK_WORKER"] = "0"
-            let process = try WorkerFaultTests.Subprocess(binary: binary, environment: environment, log: log)
+            let process = try ServeProcess(binary: binary, environment: environment, log: log)
             return (process, port)
         }
 
@@ -400,26 +401,6 @@ struct ClientPackageTests {
         #expect(events.delivered(status: 202) == 13)
         #expect(events.pauses == 1)
         #expect(client.queue.count == 0)
-    }
-
-    /// A port nothing listens on now: bound to port 0, read back, closed. (No listener thread is left
-    /// behind: one blocked in accept() on a closed descriptor could take connections from whatever
-    /// reuses that descriptor number next.)
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
-        }
-        guard bound == 0 else { throw ProxyError(description: "could not bind a free port (errno \(errno))") }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

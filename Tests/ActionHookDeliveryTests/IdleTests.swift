@@ -1,5 +1,6 @@
 import ActionHookServer
 import Foundation
+import ServiceTestSupport
 import TestSupport
 import Testing
 

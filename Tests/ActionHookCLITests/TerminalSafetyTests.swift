@@ -2,6 +2,7 @@ import ActionHookCLI
 import ActionHookCore
 import ActionHookServer
 import Foundation
+import ServiceTestSupport
 import TestSupport
 import Testing
 

@@ -2,6 +2,7 @@ import ActionHookCLI
 import ActionHookCore
 import ActionHookServer
 import Foundation
+import ServiceTestSupport
 import TestSupport
 import Testing
 
@@ -90,7 +91,7 @@ struct ApplyCommandTests {
     }
 
     static func fingerprint(_ api: TestAPI, app: String = "files") throws -> [String] {
-        try ConfigurationRouteTests.fingerprint(api, app: app)
+        try api.fingerprint(app: app)
     }
 
     @Test("apply to an empty app creates everything; again reports no changes and writes nothing; export round-trips")
@@ -318,7 +319,7 @@ struct ApplyCommandTests {
         _ = try api.createApp("files")
         let folder = try Folder()
         let path = try folder.write("files.yaml", Self.file())
-        let binary = try WorkerFaultTests.binary()
+        let binary = try ServeProcess.binary()
         func run(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
             let process = Process()
             process.executableURL = binary
@@ -358,7 +359,7 @@ struct ApplyCommandTests {
     @Test("every example applies to a new app, and its scenario's replies give the documented outcomes")
     func examples() throws {
         let api = try TestAPI()
-        let examples = OpenAPIRouteTests.repositoryRoot.appendingPathComponent("examples")
+        let examples = Repository.root.appendingPathComponent("examples")
         let scenariosPath = examples.appendingPathComponent("replies/scenarios.yaml").path
         let scenarios = try YAMLDocument(
             text: try String(contentsOfFile: scenariosPath, encoding: .utf8), name: "scenarios")

@@ -1,6 +1,7 @@
 import ActionHookCLI
 import ActionHookCore
 import Foundation
+import TestSupport
 import Testing
 
 /// `actionhook-config.schema.json` (the file format's JSON Schema, for editors) stays in step with
@@ -32,7 +33,7 @@ struct ConfigurationSchemaTests {
 
     @Test("every definition the schema copies from openapi.yaml is the same (scripts/gen-config-schema.py)")
     func schemaMatchesOpenAPI() throws {
-        let root = OpenAPIRouteTests.repositoryRoot
+        let root = Repository.root
         let openapi = try YAMLDocument(
             text: try String(contentsOf: root.appendingPathComponent("openapi.yaml"), encoding: .utf8), name: "openapi")
         let components = try #require(openapi.value.objectValue?["components"]?.objectValue?["schemas"]?.objectValue)

@@ -1,6 +1,7 @@
 import ActionHookCore
 import Foundation
 import Postgres
+import ServiceTestSupport
 import Synchronization
 import TestSupport
 import Testing

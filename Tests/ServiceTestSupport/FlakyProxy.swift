@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -7,8 +8,8 @@ import Synchronization
 
 /// A TCP proxy on 127.0.0.1 between a client and the service that can lose connections the way a phone's
 /// network does: each new connection is given a fate by `decide` (its index from 0).
-final class FlakyProxy: Sendable {
-    enum Fate: Sendable {
+package final class FlakyProxy: Sendable {
+    package enum Fate: Sendable {
         /// Relay the request and the service's answer, then close: every request gets a connection of its
         /// own, so fates apply per request even for a client that keeps connections alive.
         case pass
@@ -19,7 +20,7 @@ final class FlakyProxy: Sendable {
         case dropAnswer
     }
 
-    let port: Int
+    package let port: Int
     private let listener: Int32
     private let upstream: Atomic<Int>
     private let connections = Atomic<Int>(0)
@@ -28,29 +29,13 @@ final class FlakyProxy: Sendable {
     private let afterAnswer: @Sendable () -> Void
 
     /// Listens on a free port and relays to `upstreamPort`.
-    init(
+    package init(
         upstreamPort: Int, afterAnswer: @escaping @Sendable () -> Void = {},
         decide: @escaping @Sendable (Int) -> Fate
     ) throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var on: Int32 = 1
-        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
-        var address = Self.loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(listener, 128) == 0 else {
-            close(listener)
-            throw ProxyError(description: "the proxy could not listen (errno \(errno))")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
-        }
-        self.listener = listener
-        port = Int(UInt16(bigEndian: address.sin_port))
+        let listener = try LoopbackListener()
+        self.listener = listener.descriptor
+        port = listener.port
         upstream = Atomic(upstreamPort)
         self.decide = decide
         self.afterAnswer = afterAnswer
@@ -58,14 +43,14 @@ final class FlakyProxy: Sendable {
     }
 
     /// Sends new connections to another port (the service restarted elsewhere).
-    func redirect(to port: Int) {
+    package func redirect(to port: Int) {
         upstream.store(port, ordering: .sequentiallyConsistent)
     }
 
     /// Stops accepting; connections already relayed end when their sides close. The accept loop closes
     /// the listening socket itself: closed here, its descriptor number could be reused (by the service
     /// under test, say) while the loop is about to call accept() on it.
-    func stop() {
+    package func stop() {
         stopped.store(true, ordering: .sequentiallyConsistent)
         shutdown(listener, Int32(SHUT_RDWR))
     }
@@ -200,8 +185,4 @@ final class FlakyProxy: Sendable {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         return address
     }
-}
-
-struct ProxyError: Error, CustomStringConvertible {
-    let description: String
 }

@@ -4,8 +4,8 @@ import MicroHTTPD
 import TestSupport
 
 /// Builds services on port 0 over a test database.
-enum TestService {
-    static func make(
+package enum TestService {
+    package static func make(
         database: TestDatabase, migrate: Bool = true, adminToken: String = TestService.adminToken,
         configure: (inout Configuration) -> Void = { _ in }
     ) -> ActionHookService {
@@ -22,5 +22,5 @@ enum TestService {
         return service
     }
 
-    static let adminToken = "test-admin-token-0123456789abcdef"
+    package static let adminToken = "test-admin-token-0123456789abcdef"
 }

@@ -3,6 +3,7 @@ import ActionHookServer
 import ActionHookStore
 import Foundation
 import Postgres
+import ServiceTestSupport
 import Synchronization
 import TestSupport
 import Testing
@@ -222,55 +223,6 @@ struct WorkerFaultTests {
 
     // MARK: - R3
 
-    /// The built `actionhook` binary, next to the test bundle.
-    static func binary() throws -> URL {
-        var directories: [URL] = []
-        if let first = CommandLine.arguments.first {
-            directories.append(URL(fileURLWithPath: first).resolvingSymlinksInPath().deletingLastPathComponent())
-        }
-        directories.append(Bundle.main.bundleURL)
-        directories.append(Bundle.main.bundleURL.deletingLastPathComponent())
-        directories.append(Bundle.main.executableURL?.deletingLastPathComponent() ?? Bundle.main.bundleURL)
-        for directory in directories {
-            for candidate in [directory, directory.deletingLastPathComponent()] {
-                let url = candidate.appendingPathComponent("actionhook")
-                var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue,
-                    FileManager.default.isExecutableFile(atPath: url.path)
-                {
-                    return url
-                }
-            }
-        }
-        throw TestClientError(
-            description:
-                "the actionhook binary was not found next to the tests (looked in \(directories.map(\.path))); "
-                + "build it with `swift build --build-tests` before running this test")
-    }
-
-    /// A running `actionhook serve` and the pid the receiver may kill.
-    final class Subprocess {
-        let process = Process()
-        let log: URL
-
-        init(binary: URL, environment: [String: String], log: URL) throws {
-            self.log = log
-            process.executableURL = binary
-            process.arguments = ["serve"]
-            process.environment = environment
-            if !FileManager.default.fileExists(atPath: log.path) {
-                _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-            }
-            let handle = try FileHandle(forWritingTo: log)
-            handle.seekToEndOfFile()
-            process.standardOutput = handle
-            process.standardError = handle
-            try process.run()
-        }
-
-        var pid: Int32 { process.processIdentifier }
-    }
-
     /// Kills the current process at most once per incarnation.
     final class Killer: Sendable {
         let pid = Atomic<Int32>(0)
@@ -292,7 +244,7 @@ struct WorkerFaultTests {
 
     @Test("R3: the binary is kill -9ed 3 times during 200 deliveries (once right after a 2xx); all delivered")
     func killNine() async throws {
-        let binary = try Self.binary()
+        let binary = try ServeProcess.binary()
         let receiver = try WebhookReceiver(listeners: 4, threads: 8)
         // This service only stores; the binary delivers.
         let api = try TestAPI { $0.allowPrivateWebhooks = true }
@@ -335,7 +287,7 @@ struct WorkerFaultTests {
             index % 4 == 0 ? nil : receiver.url("/r3/\(index)", listener: index % 4)
         }
 
-        var current = try Subprocess(binary: binary, environment: environment, log: log)
+        var current = try ServeProcess(binary: binary, environment: environment, log: log)
         killer.pid.store(current.pid, ordering: .sequentiallyConsistent)
         var restarts = 0
         // Rows a killed process held: (the database time just after the kill), checked until none is left running.
@@ -358,7 +310,7 @@ struct WorkerFaultTests {
                     break
                 }
                 staleChecks.append(try databaseNow())
-                current = try Subprocess(binary: binary, environment: environment, log: log)
+                current = try ServeProcess(binary: binary, environment: environment, log: log)
                 killer.pid.store(current.pid, ordering: .sequentiallyConsistent)
                 restarts += 1
                 lastRestart = ContinuousClock.now
