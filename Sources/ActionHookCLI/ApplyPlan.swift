@@ -222,7 +222,7 @@ public struct ApplyPlan: Sendable {
 
     /// Checks the plan's categories and rules on the server (`dryRun=true`, under `If-Match`) without
     /// changing anything: what only the server knows (which webhook targets it allows, whether the
-    /// configuration changed since it was read) is reported as ``execute(client:console:)`` would.
+    /// configuration changed since it was read) is reported as ``execute(client:terminal:)`` would.
     public func check(client: AdminClient) throws {
         guard appExists && configurationChanges else { return }
         try check(
@@ -234,7 +234,7 @@ public struct ApplyPlan: Sendable {
     /// Carries the plan out: the configuration is checked on the server first (with the tag it was read
     /// at), then the app's settings are written, then its categories and rules replaced in one transaction
     /// under `If-Match`, so a configuration another writer changed since the plan was made is refused.
-    public func execute(client: AdminClient, console: Console) throws {
+    public func execute(client: AdminClient, terminal: Terminal) throws {
         guard hasChanges else { return }
         let path = AdminClient.path("apps", file.appID)
         try check(client: client)
@@ -244,11 +244,11 @@ public struct ApplyPlan: Sendable {
             if let key = created.json?.objectValue?["ingestKey"]?.objectValue,
                 let id = key["id"]?.stringValue, let secret = key["secret"]?.stringValue
             {
-                console.line(
+                terminal.line(
                     "created app \(file.appID); its ingest key \(id) (the secret is shown only now): \(secret)")
             }
             if let generated = created.json?.objectValue?["webhookSecret"]?.stringValue {
-                console.line("a webhook signing secret was generated (shown only now): \(generated)")
+                terminal.line("a webhook signing secret was generated (shown only now): \(generated)")
             }
         } else if !settingsChanges.isEmpty {
             try check(client.send("PATCH", path, body: .object(settingsBody)))
@@ -256,9 +256,9 @@ public struct ApplyPlan: Sendable {
         if configurationChanges {
             let answer = try client.send("PUT", path + "/config", body: body, headers: [("If-Match", etag)])
             try check(answer)
-            console.line("applied app \(file.appID): configuration \(answer.headers["etag"] ?? "")")
+            terminal.line("applied app \(file.appID): configuration \(answer.headers["etag"] ?? "")")
         } else {
-            console.line("applied app \(file.appID)")
+            terminal.line("applied app \(file.appID)")
         }
     }
 

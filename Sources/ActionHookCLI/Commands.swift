@@ -3,11 +3,11 @@ import ArgumentParser
 import Foundation
 
 /// Runs a command's body, printing a ``CLIError`` as it is and exiting 1 for it.
-func reporting(_ console: Console = .standard, _ body: () throws -> Void) throws {
+func reporting(_ terminal: Terminal = .standard, _ body: () throws -> Void) throws {
     do {
         try body()
     } catch let error as CLIError {
-        for line in error.lines { console.error("actionhook: \(line)") }
+        for line in error.lines { terminal.error("actionhook: \(line)") }
         throw ExitCode.failure
     }
 }
@@ -19,13 +19,13 @@ func withAdminClient(_ body: (AdminClient) throws -> Void) throws {
 }
 
 /// Applies configuration files: for each app, the plan, then the change in one transaction.
-public enum ApplyRun {
+public enum ConfigurationFiles {
     /// Applies (or, with `dryRun`, only plans) every file under `paths`; returns whether anything changed
     /// (or, in a dry run, would change). Every file is read and checked before any is applied.
     @discardableResult
-    public static func run(
+    public static func apply(
         paths: [String], options: ApplyOptions, dryRun: Bool, client: AdminClient, environment: [String: String],
-        console: Console
+        terminal: Terminal
     ) throws -> Bool {
         var files: [ConfigurationFile] = []
         var problems: [String] = []
@@ -46,16 +46,16 @@ public enum ApplyRun {
         var changes = false
         for file in files {
             let plan = try ApplyPlan.make(file: file, options: options, client: client, environment: environment)
-            for line in plan.lines { console.line(line) }
+            for line in plan.lines { terminal.line(line) }
             guard plan.hasChanges else { continue }
             changes = true
             if dryRun {
                 try plan.check(client: client)
             } else {
-                try plan.execute(client: client, console: console)
+                try plan.execute(client: client, terminal: terminal)
             }
         }
-        if dryRun && changes { console.line("dry run: nothing was applied") }
+        if dryRun && changes { terminal.line("dry run: nothing was applied") }
         return changes
     }
 }
@@ -94,18 +94,18 @@ public struct Apply: ParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         var pending = false
         try reporting {
-            pending = try ApplyRun.run(
+            pending = try ConfigurationFiles.apply(
                 paths: files, options: ApplyOptions(prune: prune, writeSecrets: writeSecrets), dryRun: dryRun,
-                client: try AdminClient.fromEnvironment(environment), environment: environment, console: .standard)
+                client: try AdminClient.fromEnvironment(environment), environment: environment, terminal: .standard)
         }
         if dryRun && exitCode && pending { throw ExitCode(2) }
     }
 }
 
 /// Writes an app's configuration as a file `apply` accepts unchanged.
-public enum ExportRun {
+extension ConfigurationFiles {
     /// The YAML text of the app's settings (without secrets), categories and rules.
-    public static func text(appID: String, client: AdminClient) throws -> String {
+    public static func exportText(appID: String, client: AdminClient) throws -> String {
         let app = try client.send("GET", AdminClient.path("apps", appID))
         guard app.status == 200, let settings = app.json?.objectValue else {
             throw CLIError(
@@ -154,14 +154,16 @@ public struct Export: ParsableCommand {
 
     /// Runs the command.
     public func run() throws {
-        try withAdminClient { client in Console.standard.out(try ExportRun.text(appID: app, client: client)) }
+        try withAdminClient { client in
+            Terminal.standard.out(try ConfigurationFiles.exportText(appID: app, client: client))
+        }
     }
 }
 
 /// Runs a reply through an app's rules without storing anything.
-public enum TestRun {
+public enum ReplyDryRun {
     /// Posts the reply in `path` (JSON or YAML) to the dry run and prints the match and the follow-ups.
-    public static func run(path: String, appID: String, client: AdminClient, console: Console) throws {
+    public static func run(path: String, appID: String, client: AdminClient, terminal: Terminal) throws {
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
@@ -179,23 +181,23 @@ public enum TestRun {
                 lines: lines.isEmpty ? ["the reply was refused (\(answer.status)): \(answer.problemDetail)"] : lines)
         }
         if let rule = result["ruleId"]?.stringValue {
-            console.line("matched rule: \(rule)")
+            terminal.line("matched rule: \(rule)")
         } else {
-            console.line("matched rule: none")
+            terminal.line("matched rule: none")
         }
-        console.line("outcome: \(result["outcome"]?.stringValue ?? "?")")
-        if let subject = result["subject"]?.stringValue { console.line("subject: \(subject)") }
+        terminal.line("outcome: \(result["outcome"]?.stringValue ?? "?")")
+        if let subject = result["subject"]?.stringValue { terminal.line("subject: \(subject)") }
         let followUps = result["followUps"]?.arrayValue ?? []
-        console.line("follow-ups: \(followUps.count)")
+        terminal.line("follow-ups: \(followUps.count)")
         for (index, followUp) in followUps.enumerated() {
             let object = followUp.objectValue ?? [:]
-            console.line(
+            terminal.line(
                 "  \(index + 1). \(object["channel"]?.stringValue ?? "?") after \(object["delaySeconds"]?.jsonText ?? "0") s:"
             )
             let payload = object["payload"] ?? .null
             // Shown as YAML, like the files it came from; as JSON if it cannot be written as YAML.
             let text = (try? YAMLWriter.text(payload)) ?? payload.jsonText
-            for line in text.split(separator: "\n") { console.line("       \(line)") }
+            for line in text.split(separator: "\n") { terminal.line("       \(line)") }
         }
     }
 }
@@ -218,7 +220,8 @@ public struct TestReply: ParsableCommand {
 
     /// Runs the command.
     public func run() throws {
-        try withAdminClient { client in try TestRun.run(path: file, appID: app, client: client, console: .standard) }
+        try withAdminClient { client in try ReplyDryRun.run(path: file, appID: app, client: client, terminal: .standard)
+        }
     }
 }
 
@@ -249,7 +252,7 @@ public struct Apps: ParsableCommand {
         /// Runs the command.
         public func run() throws {
             try withAdminClient { client in
-                try AdminCommands.createApp(id: id, name: name, client: client, console: .standard)
+                try AdminCommands.createApp(id: id, name: name, client: client, terminal: .standard)
             }
         }
     }
@@ -264,7 +267,7 @@ public struct Apps: ParsableCommand {
 
         /// Runs the command.
         public func run() throws {
-            try withAdminClient { client in try AdminCommands.listApps(client: client, console: .standard) }
+            try withAdminClient { client in try AdminCommands.listApps(client: client, terminal: .standard) }
         }
     }
 }
@@ -293,7 +296,7 @@ public struct Keys: ParsableCommand {
         /// Runs the command.
         public func run() throws {
             try withAdminClient { client in
-                try AdminCommands.createKey(appID: app, client: client, console: .standard)
+                try AdminCommands.createKey(appID: app, client: client, terminal: .standard)
             }
         }
     }
@@ -316,7 +319,7 @@ public struct Keys: ParsableCommand {
         /// Runs the command.
         public func run() throws {
             try withAdminClient { client in
-                try AdminCommands.revokeKey(appID: app, keyID: keyID, client: client, console: .standard)
+                try AdminCommands.revokeKey(appID: app, keyID: keyID, client: client, terminal: .standard)
             }
         }
     }
@@ -325,19 +328,19 @@ public struct Keys: ParsableCommand {
 /// The bodies of the `apps` and `keys` commands.
 public enum AdminCommands {
     /// Creates an app and prints its id and first ingest key.
-    public static func createApp(id: String, name: String?, client: AdminClient, console: Console) throws {
+    public static func createApp(id: String, name: String?, client: AdminClient, terminal: Terminal) throws {
         let answer = try client.send(
             "POST", "/v1/apps", body: .object(["id": .string(id), "name": .string(name ?? id)]))
         guard answer.status == 201, let key = answer.json?.objectValue?["ingestKey"]?.objectValue else {
             throw refusal(answer, what: "app \(id)")
         }
-        console.line("created app \(id)")
-        console.line("ingest key id: \(key["id"]?.stringValue ?? "?")")
-        console.line("ingest key secret (shown only now): \(key["secret"]?.stringValue ?? "?")")
+        terminal.line("created app \(id)")
+        terminal.line("ingest key id: \(key["id"]?.stringValue ?? "?")")
+        terminal.line("ingest key secret (shown only now): \(key["secret"]?.stringValue ?? "?")")
     }
 
     /// Prints every app, one `id<TAB>name` line each.
-    public static func listApps(client: AdminClient, console: Console) throws {
+    public static func listApps(client: AdminClient, terminal: Terminal) throws {
         var cursor: String?
         repeat {
             let query = cursor.map {
@@ -349,27 +352,27 @@ public enum AdminCommands {
             }
             for app in page["items"]?.arrayValue ?? [] {
                 let object = app.objectValue ?? [:]
-                console.line("\(object["id"]?.stringValue ?? "?")\t\(object["name"]?.stringValue ?? "")")
+                terminal.line("\(object["id"]?.stringValue ?? "?")\t\(object["name"]?.stringValue ?? "")")
             }
             cursor = page["nextCursor"]?.stringValue
         } while cursor != nil
     }
 
     /// Creates an ingest key and prints its id and secret.
-    public static func createKey(appID: String, client: AdminClient, console: Console) throws {
+    public static func createKey(appID: String, client: AdminClient, terminal: Terminal) throws {
         let answer = try client.send("POST", AdminClient.path("apps", appID, "keys"))
         guard answer.status == 201, let key = answer.json?.objectValue else {
             throw refusal(answer, what: "app \(appID)")
         }
-        console.line("ingest key id: \(key["id"]?.stringValue ?? "?")")
-        console.line("ingest key secret (shown only now): \(key["secret"]?.stringValue ?? "?")")
+        terminal.line("ingest key id: \(key["id"]?.stringValue ?? "?")")
+        terminal.line("ingest key secret (shown only now): \(key["secret"]?.stringValue ?? "?")")
     }
 
     /// Revokes an ingest key.
-    public static func revokeKey(appID: String, keyID: String, client: AdminClient, console: Console) throws {
+    public static func revokeKey(appID: String, keyID: String, client: AdminClient, terminal: Terminal) throws {
         let answer = try client.send("DELETE", AdminClient.path("apps", appID, "keys", keyID))
         guard answer.status == 204 else { throw refusal(answer, what: "app \(appID) or its key \(keyID)") }
-        console.line("revoked ingest key \(keyID) of app \(appID)")
+        terminal.line("revoked ingest key \(keyID) of app \(appID)")
     }
 
     static func refusal(_ answer: AdminAnswer, what: String) -> CLIError {

@@ -17,8 +17,8 @@ struct ApplyCommandTests {
         private var outText = ""
         private var errText = ""
 
-        var console: Console {
-            Console(
+        var terminal: Terminal {
+            Terminal(
                 out: { text in self.lock.withLock { self.outText += text } },
                 err: { text in self.lock.withLock { self.errText += text } })
         }
@@ -84,9 +84,9 @@ struct ApplyCommandTests {
         _ api: TestAPI, _ paths: [String], prune: Bool = false, dryRun: Bool = false,
         environment: [String: String] = [:], output: Output = Output()
     ) throws -> (changed: Bool, output: Output) {
-        let changed = try ApplyRun.run(
+        let changed = try ConfigurationFiles.apply(
             paths: paths, options: ApplyOptions(prune: prune), dryRun: dryRun, client: client(api),
-            environment: environment, console: output.console)
+            environment: environment, terminal: output.terminal)
         return (changed, output)
     }
 
@@ -114,14 +114,14 @@ struct ApplyCommandTests {
         #expect(second.output.out.contains("no changes"))
         #expect(try Self.fingerprint(api) == before)
 
-        let exported = try ExportRun.text(appID: "files", client: Self.client(api))
+        let exported = try ConfigurationFiles.exportText(appID: "files", client: Self.client(api))
         #expect(exported.contains("app: files"))
         let exportedPath = try folder.write("exported.yaml", exported)
         let third = try Self.apply(api, [exportedPath], prune: true)
         #expect(!third.changed, "\(third.output.out)")
         #expect(try Self.fingerprint(api) == before)
         // Exporting what was applied from the export gives the same text.
-        #expect(try ExportRun.text(appID: "files", client: Self.client(api)) == exported)
+        #expect(try ConfigurationFiles.exportText(appID: "files", client: Self.client(api)) == exported)
     }
 
     @Test("one edited rule is one change, shown as a diff; --prune deletes what the file no longer has")
@@ -257,7 +257,7 @@ struct ApplyCommandTests {
         #expect(other.status == 201)
         let output = Output()
         let error = try #require(throws: CLIError.self) {
-            try plan.execute(client: Self.client(api), console: output.console)
+            try plan.execute(client: Self.client(api), terminal: output.terminal)
         }
         #expect(error.description.contains("changed on the server since it was read (412)"))
         #expect(try api.count("SELECT count(*) AS n FROM rules WHERE app_id = 'files'") == 1)
@@ -291,15 +291,15 @@ struct ApplyCommandTests {
 
         let again = try Self.apply(api, [path], environment: environment)
         #expect(!again.changed)
-        let exported = try ExportRun.text(appID: "secret-app", client: Self.client(api))
+        let exported = try ConfigurationFiles.exportText(appID: "secret-app", client: Self.client(api))
         #expect(!exported.contains(secret))
 
         // --write-secrets sends a rotated secret although nothing else changed.
         let rotated = "whsec_" + Data((0..<32).map { UInt8(255 - $0) }).base64EncodedString()
         let output = Output()
-        let rotation = try ApplyRun.run(
+        let rotation = try ConfigurationFiles.apply(
             paths: [path], options: ApplyOptions(writeSecrets: true), dryRun: false, client: Self.client(api),
-            environment: ["SECRET_APP_WEBHOOK_SECRET": rotated], console: output.console)
+            environment: ["SECRET_APP_WEBHOOK_SECRET": rotated], terminal: output.terminal)
         #expect(rotation)
         #expect(output.out.contains("~ setting webhook.secret: from the environment"))
         #expect(!output.out.contains(rotated) && !output.err.contains(rotated))
@@ -398,9 +398,9 @@ struct ApplyCommandTests {
 
         // `actionhook test` on the first calendar reply: the rule and its rendered follow-ups.
         let tested = Output()
-        try TestRun.run(
+        try ReplyDryRun.run(
             path: examples.appendingPathComponent("replies/calendar/1-accept.json").path, appID: "acme-calendar",
-            client: Self.client(api), console: tested.console)
+            client: Self.client(api), terminal: tested.terminal)
         #expect(tested.out.contains("matched rule: invite-accept"))
         #expect(tested.out.contains("outcome: accepted"))
         #expect(tested.out.contains("1. webhook after 0 s"))
@@ -413,28 +413,28 @@ struct ApplyCommandTests {
         let api = try TestAPI()
         let client = Self.client(api)
         let created = Output()
-        try AdminCommands.createApp(id: "cli-app", name: "CLI App", client: client, console: created.console)
+        try AdminCommands.createApp(id: "cli-app", name: "CLI App", client: client, terminal: created.terminal)
         #expect(created.out.contains("created app cli-app"))
         let secret = try #require(
             created.out.split(separator: "\n").first { $0.hasPrefix("ingest key secret") }?.split(separator: " ").last)
         #expect(try api.ingest(key: String(secret), json: #"{"actionIdentifier":"x"}"#).status == 202)
         #expect(throws: CLIError.self) {
-            try AdminCommands.createApp(id: "cli-app", name: nil, client: client, console: created.console)
+            try AdminCommands.createApp(id: "cli-app", name: nil, client: client, terminal: created.terminal)
         }
 
         let listed = Output()
-        try AdminCommands.listApps(client: client, console: listed.console)
+        try AdminCommands.listApps(client: client, terminal: listed.terminal)
         #expect(listed.out == "cli-app\tCLI App\n")
 
         let key = Output()
-        try AdminCommands.createKey(appID: "cli-app", client: client, console: key.console)
+        try AdminCommands.createKey(appID: "cli-app", client: client, terminal: key.terminal)
         let keyID = try #require(key.out.split(separator: "\n").first?.split(separator: " ").last.map(String.init))
         let keySecret = try #require(key.out.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
         #expect(try api.ingest(key: keySecret, json: #"{"actionIdentifier":"x"}"#).status == 202)
-        try AdminCommands.revokeKey(appID: "cli-app", keyID: keyID, client: client, console: key.console)
+        try AdminCommands.revokeKey(appID: "cli-app", keyID: keyID, client: client, terminal: key.terminal)
         #expect(try api.ingest(key: keySecret, json: #"{"actionIdentifier":"x"}"#).status == 401)
         #expect(throws: CLIError.self) {
-            try AdminCommands.revokeKey(appID: "cli-app", keyID: keyID, client: client, console: key.console)
+            try AdminCommands.revokeKey(appID: "cli-app", keyID: keyID, client: client, terminal: key.terminal)
         }
     }
 }

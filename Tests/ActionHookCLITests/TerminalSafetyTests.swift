@@ -38,7 +38,7 @@ struct TerminalSafetyTests {
             "POST", "/v1/apps", json: #"{"id": "evil", "name": "evil\u001b]0;owned\u0007\u001b[2J\u009b31mname"}"#)
         try #require(created.status == 201, "\(created.text)")
         let listed = ApplyCommandTests.Output()
-        try AdminCommands.listApps(client: client, console: listed.console)
+        try AdminCommands.listApps(client: client, terminal: listed.terminal)
         #expect(!listed.out.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x9B })
         #expect(listed.out == "evil\t" + TerminalText.escaped(name) + "\n")
         #expect(listed.out.contains("\\x1b]0;owned\\x07\\x1b[2J\\u009b31mname"))
@@ -46,7 +46,7 @@ struct TerminalSafetyTests {
         // An id that is not a single segment reaches no other route: it is one (unknown) app.
         let keys = ApplyCommandTests.Output()
         #expect(throws: CLIError.self) {
-            try AdminCommands.createKey(appID: "evil/../evil", client: client, console: keys.console)
+            try AdminCommands.createKey(appID: "evil/../evil", client: client, terminal: keys.terminal)
         }
         #expect(try api.count("SELECT count(*) AS n FROM api_keys WHERE app_id = 'evil'") == 1)
     }

@@ -2,20 +2,20 @@ import ActionHookCore
 import Foundation
 
 /// Where a command writes: standard output for results, standard error for diagnostics.
-public struct Console: Sendable {
+public struct Terminal: Sendable {
     /// Writes to standard output.
     public let out: @Sendable (String) -> Void
     /// Writes to standard error.
     public let err: @Sendable (String) -> Void
 
-    /// A console over two writers (tests pass collectors).
+    /// A terminal over two writers (tests pass collectors).
     public init(out: @escaping @Sendable (String) -> Void, err: @escaping @Sendable (String) -> Void) {
         self.out = out
         self.err = err
     }
 
     /// The process's standard output and standard error.
-    public static let standard = Console(
+    public static let standard = Terminal(
         out: { FileHandle.standardOutput.write(Data($0.utf8)) },
         err: { FileHandle.standardError.write(Data($0.utf8)) })
 
