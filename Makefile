@@ -5,7 +5,7 @@ SHELL := /bin/bash
 SWIFT_FORMAT_PATHS := Sources Tests Package.swift
 DEV_PG_DIR := .local/pg
 
-.PHONY: help run test build format lint stop-db clean-db bench bench-delivery faults
+.PHONY: help run test build format lint stop-db clean-db bench bench-delivery faults compose-check
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  make %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -28,6 +28,9 @@ bench-delivery: ## Webhook and APNs drains, backlog under ingest load, snooze la
 
 faults: ## The reliability faults R1-R10 and the slow-client attack F3 at full size (bench/faults.sh)
 	bash bench/faults.sh
+
+compose-check: ## docker-compose up --build for real (podman), then health, one reply and its signed webhook; about 25 min, root
+	bash scripts/compose-check.sh
 
 format: ## Format the Swift sources in place
 	swift format -i -r $(SWIFT_FORMAT_PATHS)
