@@ -5,7 +5,7 @@ SHELL := /bin/bash
 SWIFT_FORMAT_PATHS := Sources Tests Package.swift
 DEV_PG_DIR := .local/pg
 
-.PHONY: help run test test-stress build format lint stop-db clean-db bench bench-delivery bench-client faults
+.PHONY: help run test test-stress build format lint stop-db clean-db bench bench-delivery bench-client faults compose-check
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  make %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -34,6 +34,9 @@ bench-client: ## ActionHookKit's queue: forward at depth 1,000 vs 0, draining 1,
 
 faults: ## The reliability faults R1-R10 and the slow-client attack F3 at full size (bench/faults.sh)
 	bash bench/faults.sh
+
+compose-check: ## docker-compose up --build for real (podman), then health, one reply and its signed webhook; about 25 min, root
+	bash scripts/compose-check.sh
 
 format: ## Format the Swift sources and the console's JavaScript in place
 	swift format -i -r $(SWIFT_FORMAT_PATHS)

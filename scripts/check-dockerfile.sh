@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the Dockerfile without a Docker engine: every file it copies from the build context exists, and
-# hadolint finds nothing. hadolint comes from .build-tools/venv (scripts/install-deps.sh --ci) or PATH;
+# hadolint finds nothing in it nor in the base-image stand-ins (scripts/base-images/*/Dockerfile). hadolint comes from .build-tools/venv (scripts/install-deps.sh --ci) or PATH;
 # it is required in CI, and skipped with a message elsewhere when missing.
 set -euo pipefail
 
@@ -40,5 +40,5 @@ if [[ -z "$hadolint" ]]; then
     echo "check-dockerfile: COPY sources OK; hadolint skipped, not installed (scripts/install-deps.sh --ci installs it)"
     exit 0
 fi
-"$hadolint" --no-color Dockerfile
+"$hadolint" --no-color Dockerfile scripts/base-images/*/Dockerfile
 echo "check-dockerfile: OK"

@@ -87,8 +87,13 @@ start_test_cluster() {
 
 check_compose() {
     if command -v docker-compose >/dev/null 2>&1; then
-        docker-compose config -q
-        echo "docker-compose.yml is valid"
+        # The file requires an admin token: valid with one, refused without.
+        ACTIONHOOK_ADMIN_TOKEN=config-check-admin-token docker-compose config -q
+        if env -u ACTIONHOOK_ADMIN_TOKEN docker-compose config -q >/dev/null 2>&1; then
+            echo "test: docker-compose.yml accepts a missing ACTIONHOOK_ADMIN_TOKEN" >&2
+            return 1
+        fi
+        echo "docker-compose.yml is valid and requires ACTIONHOOK_ADMIN_TOKEN"
     elif ((in_ci)); then
         echo "test: docker-compose is required in CI (scripts/install-deps.sh --ci installs it)" >&2
         return 1
