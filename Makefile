@@ -29,7 +29,7 @@ bench-delivery: ## Webhook and APNs drains, backlog under ingest load, snooze la
 faults: ## The reliability faults R1-R10 and the slow-client attack F3 at full size (bench/faults.sh)
 	bash bench/faults.sh
 
-compose-check: ## docker-compose up --build for real (podman), then health, one reply and its signed webhook; about 25 min, root
+compose-check: ## docker-compose up --build for real (podman), then health, one reply and its signed webhook; about 20 min, root
 	bash scripts/compose-check.sh
 
 format: ## Format the Swift sources in place
