@@ -35,7 +35,7 @@ bench-client: ## ActionHookKit's queue: forward at depth 1,000 vs 0, draining 1,
 faults: ## The reliability faults R1-R10 and the slow-client attack F3 at full size (bench/faults.sh)
 	bash bench/faults.sh
 
-compose-check: ## docker-compose up --build for real (podman), then health, one reply and its signed webhook; about 25 min, root
+compose-check: ## docker-compose up --build for real (podman), then health, one reply and its signed webhook; about 20 min, root
 	bash scripts/compose-check.sh
 
 format: ## Format the Swift sources and the console's JavaScript in place

@@ -18,7 +18,8 @@
 # and volume, and the podman API service. A run's logs are in .build-compose/ (build, compose, services).
 #
 # Takes long: the image build compiles ActionHook in release mode inside a container (about 20 minutes on
-# two cores). CI runs only scripts/check-image-resolve.sh, the build stage up to `swift package resolve`.
+# two cores; the stand-ins take some 6 more the first time). CI runs only scripts/check-image-resolve.sh,
+# the Dockerfile's dependencies stage, up to `swift package resolve`.
 #
 # Environment: COMPOSE_CHECK_PORT and COMPOSE_CHECK_INBOX_PORT (default 8080 and 8081, or free ports when
 # those are taken) are the ports published on 127.0.0.1; COMPOSE_CHECK_TIMEOUT (default 3600) bounds the
