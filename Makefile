@@ -13,7 +13,7 @@ help: ## List the targets
 run: ## Install what is missing, build, start the local PostgreSQL (.local/pg) and serve on :8080
 	bash scripts/run.sh
 
-test: ## The whole suite with a throwaway PostgreSQL, as CI runs it
+test: ## The whole suite with a throwaway PostgreSQL (CI runs it as test-stress does)
 	bash scripts/test.sh
 
 test-stress: ## The whole suite with two CPU hogs (stress-ng --cpu 2) beside `swift test`, as on a busy laptop
@@ -26,7 +26,7 @@ build: ## Install what is missing and build (debug)
 bench: ## Benchmark ActionHook against its references (quality.md P1-P5); see bench/RESULTS.md
 	bash bench/run.sh
 
-bench-delivery: ## Webhook and APNs drains, backlog under ingest load, snooze lateness, with their references (P6, P7)
+bench-delivery: ## Idle cost, webhook and APNs drains, backlog under ingest load, snooze lateness, with their references (P6-P8)
 	bash bench/delivery.sh
 
 bench-client: ## ActionHookKit's queue: forward at depth 1,000 vs 0, draining 1,000 replies on loopback (P9)
