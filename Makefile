@@ -40,7 +40,7 @@ compose-check: ## docker-compose up --build for real (podman), then health, one 
 
 format: ## Format the Swift sources and the console's JavaScript in place
 	swift format -i -r $(SWIFT_FORMAT_PATHS)
-	bash scripts/install-deps.sh --ci >/dev/null
+	@test -x .build-tools/venv/bin/js-beautify || bash scripts/install-deps.sh --ci >/dev/null
 	.build-tools/venv/bin/js-beautify $$(cat scripts/js-beautify.options) -r Sources/ActionHookConsole/Assets/*.js
 
 lint: ## Formatting (swift format, js-beautify) and shellcheck; fails on any finding, as CI does
