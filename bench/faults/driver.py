@@ -16,8 +16,8 @@ that fraction of ids for SECONDS; --fail-first answers 503 to the first arrival 
 (the same ids on every run: chosen by a CRC of the id). `GET /_stats` answers {"arrived", "answered",
 "inflight", "kills"}. With --kill-pidfile, the plan's steps SIGKILL the process whose pid the file holds,
 in order, each at most once per pid: `arrive:N` on the Nth arrival or later (that request is never
-answered), `answered:N` right after a 2xx to the Nth arrival or later has been written (logged as
-`killed-after-answer`). Exits on SIGTERM.
+answered), `answered:N` right after a 2xx to the Nth arrival or later has been written, the process SIGSTOPped before
+the write so that it cannot record the delivery first (logged as `killed-after-answer`). Exits on SIGTERM.
 
 ingest: POSTs N replies to /v1/responses with the ingest key from $FAULTS_INGEST_KEY, each with its own
 Idempotency-Key (`<prefix>-<n>`), from C threads, paced at R per second in total when --rate is given, and
@@ -81,19 +81,26 @@ class Receiver:
         webhook_id = webhook_id.replace("\t", " ").replace("\\", "/") or "\\N"
         self.log.write(f"{event}\t{time.time():.6f}\t{port}\t{webhook_id}\t{status_text}\n")
 
-    def kill_step(self, kind):
-        """Runs the plan's next step if it is of `kind` and due: True when it killed."""
+    def due_pid(self, kind):
+        """The pid the plan's next step would kill now, if that step is of `kind` and due; else None."""
         if self.kills >= len(self.plan):
-            return False
+            return None
         step_kind, threshold = self.plan[self.kills]
         if step_kind != kind or self.arrived < threshold:
-            return False
+            return None
         try:
             with open(self.arguments.kill_pidfile, encoding="ascii") as handle:
                 pid = int(handle.read().strip() or 0)
         except (OSError, ValueError):
-            return False
+            return None
         if pid <= 0 or pid in self.killed_pids:
+            return None
+        return pid
+
+    def kill_step(self, kind):
+        """Runs the plan's next step if it is of `kind` and due: True when it killed."""
+        pid = self.due_pid(kind)
+        if pid is None:
             return False
         try:
             os.kill(pid, signal.SIGKILL)
@@ -162,8 +169,22 @@ class Receiver:
             failing = first and chosen(webhook_id, self.arguments.fail_first)
             status = 503 if failing else 204
             reason = b"Service Unavailable" if failing else b"No Content"
-            writer.write(b"HTTP/1.1 %d %s\r\nContent-Length: 0\r\n\r\n" % (status, reason))
-            await writer.drain()
+            # A kill "after the answer" stops the process before the answer is written and kills it
+            # after: the 2xx has left, and the process can never have read it and recorded the delivery,
+            # however fast it is (without the stop, a fast worker sometimes recorded it first).
+            stopped = self.due_pid("answered") if status < 300 else None
+            if stopped is not None:
+                try:
+                    os.kill(stopped, signal.SIGSTOP)
+                except ProcessLookupError:
+                    stopped = None
+            try:
+                writer.write(b"HTTP/1.1 %d %s\r\nContent-Length: 0\r\n\r\n" % (status, reason))
+                await writer.drain()
+            except BaseException:
+                if stopped is not None:
+                    os.kill(stopped, signal.SIGCONT)
+                raise
         finally:
             self.inflight -= 1
         self.answered += 1
