@@ -95,6 +95,7 @@ public final class ActionHookService: Sendable {
         api.registerRuleRoutes(in: &router)
         api.registerConfigurationRoutes(in: &router)
         api.registerHistoryRoutes(in: &router)
+        api.registerNotificationRoutes(in: &router)
         api.registerStatsRoutes(in: &router)
         Console().register(in: &router)
         routes = router.routes.map { "\($0.method.rawValue) \($0.pattern)" }

@@ -38,6 +38,10 @@ public final class ServiceMetrics: HTTPServerObserver, Sendable {
             .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5),
         ]
         factory.valueHistogramBuckets["actionhook_ingest_batch_size"] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+        // Time to answer a sent notification: seconds to a day.
+        factory.valueHistogramBuckets["actionhook_notification_answer_seconds"] = [
+            1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400,
+        ]
         self.factory = factory
         ingestBatchSize = CoreMetrics.Recorder(
             label: "actionhook_ingest_batch_size", dimensions: [], aggregate: true, factory: factory)
@@ -95,6 +99,25 @@ extension ServiceMetrics {
     public func replyExpired(appID: String, category: String) {
         counter("actionhook_replies_expired_total", dimensions: [("app", appID), ("category", category)])
             .increment()
+    }
+}
+
+extension ServiceMetrics {
+    /// Counts a send and the pushes it queued, by app.
+    public func notificationSent(appID: String, devices: Int) {
+        counter("actionhook_notifications_sent_total", dimensions: [("app", appID)]).increment()
+        counter("actionhook_notification_pushes_total", dimensions: [("app", appID)]).increment(by: devices)
+    }
+
+    /// Counts the first answer to a sent notification and records the time from the send, by category
+    /// (one of the app's, else `other`).
+    public func notificationAnswered(appID: String, category: String, seconds: Double) {
+        counter("actionhook_notifications_answered_total", dimensions: [("app", appID), ("category", category)])
+            .increment()
+        CoreMetrics.Recorder(
+            label: "actionhook_notification_answer_seconds", dimensions: [("category", category)], aggregate: true,
+            factory: factory
+        ).record(max(0, seconds))
     }
 }
 

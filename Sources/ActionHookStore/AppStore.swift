@@ -41,10 +41,23 @@ public struct StoredApp: Sendable {
     }
 }
 
-/// A newly created ingest key; the secret exists only in this value.
+/// What a key of an app may do.
+public enum KeyScope: String, Sendable, Equatable {
+    /// The phone's key (`ahk_…`): forward replies, read the categories.
+    case ingest
+    /// The app's backend's server key (`ahs_…`): send notifications and read their receipts.
+    case send
+
+    /// The prefix of this scope's secrets.
+    public var prefix: String { self == .ingest ? SecretToken.ingestKeyPrefix : SecretToken.serverKeyPrefix }
+}
+
+/// A newly created ingest or server key; the secret exists only in this value.
 public struct IngestKey: Sendable {
     /// The key's id.
     public var id: UUID
+    /// What it may do.
+    public var scope: KeyScope = .ingest
     /// The bearer secret, shown once.
     public var secret: String
     /// When it was created.
@@ -53,7 +66,7 @@ public struct IngestKey: Sendable {
     /// The key as the API shows it on creation.
     public var json: JSONValue {
         .object([
-            "id": .string(id.lowercasedString), "secret": .string(secret),
+            "id": .string(id.lowercasedString), "scope": .string(scope.rawValue), "secret": .string(secret),
             "createdAt": .string(Timestamp.format(createdAt)),
         ])
     }
@@ -65,6 +78,8 @@ public struct IngestPrincipal: Sendable, Equatable {
     public var appID: String
     /// The app's own rate limit, if set.
     public var rateLimitPerSecond: Int?
+    /// What the key may do.
+    public var scope: KeyScope = .ingest
 }
 
 /// Apps, their ingest keys, and admin tokens.
@@ -165,11 +180,11 @@ public struct AppStore: Sendable {
     }
 
     /// Creates another ingest key for an existing app.
-    public func createKey(appID: String) throws -> IngestKey {
+    public func createKey(appID: String, scope: KeyScope = .ingest) throws -> IngestKey {
         try pool.transaction { connection in
             let exists = try connection.query("SELECT 1 AS one FROM apps WHERE id = \(appID) FOR SHARE")
             guard !exists.isEmpty else { throw StoreError.notFound }
-            return try Self.insertKey(appID: appID, connection: connection)
+            return try Self.insertKey(appID: appID, scope: scope, connection: connection)
         }
     }
 
@@ -191,25 +206,29 @@ public struct AppStore: Sendable {
         try pool.withConnection { connection in
             try connection.query(
                 """
-                SELECT k.app_id, a.rate_limit_per_second FROM api_keys k JOIN apps a ON a.id = k.app_id
+                SELECT k.app_id, k.scope, a.rate_limit_per_second FROM api_keys k JOIN apps a ON a.id = k.app_id
                 WHERE k.secret_hash = \(digest) AND k.revoked_at IS NULL
                 """
             ).first.map { row in
                 IngestPrincipal(
-                    appID: try row.decode("app_id"), rateLimitPerSecond: try row.decode("rate_limit_per_second"))
+                    appID: try row.decode("app_id"), rateLimitPerSecond: try row.decode("rate_limit_per_second"),
+                    scope: KeyScope(rawValue: try row.decode("scope")) ?? .ingest)
             }
         }
     }
 
-    static func insertKey(appID: String, connection: PostgresConnection) throws -> IngestKey {
+    static func insertKey(appID: String, scope: KeyScope = .ingest, connection: PostgresConnection) throws
+        -> IngestKey
+    {
         let id = UUID()
-        let secret = SecretToken.generate(prefix: SecretToken.ingestKeyPrefix)
+        let secret = SecretToken.generate(prefix: scope.prefix)
         let rows = try connection.query(
             """
-            INSERT INTO api_keys (app_id, id, secret_hash) VALUES (\(appID), \(id), \(SecretToken.digest(secret)))
+            INSERT INTO api_keys (app_id, id, secret_hash, scope)
+            VALUES (\(appID), \(id), \(SecretToken.digest(secret)), \(scope.rawValue))
             RETURNING created_at
             """)
-        return IngestKey(id: id, secret: secret, createdAt: try rows[0].decode("created_at"))
+        return IngestKey(id: id, scope: scope, secret: secret, createdAt: try rows[0].decode("created_at"))
     }
 
     static let columns: StaticString = """

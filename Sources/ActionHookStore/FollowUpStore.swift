@@ -115,7 +115,8 @@ public struct FollowUpStore: Sendable {
     }
 
     static let columns: StaticString = """
-        id, response_id, channel, status, due_at, attempt, last_error, payload, created_at, updated_at,
+        id, response_id, notification_id, kind, channel, status, due_at, attempt, last_error, payload, created_at,
+        updated_at,
         to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at_text
         """
 
@@ -143,7 +144,11 @@ public struct FollowUpStore: Sendable {
     static func decode(_ row: PostgresRow, attempts: [JSONValue]?) throws -> JSONValue {
         var object: JSONObject = [
             "id": .string(try row.decode("id", as: UUID.self).lowercasedString),
-            "responseId": .string(try row.decode("response_id", as: UUID.self).lowercasedString),
+            // A send's pushes and no-reply steps have a notification and no response.
+            "responseId": (try row.decode("response_id", as: UUID?.self)).map { .string($0.lowercasedString) } ?? .null,
+            "notificationId": (try row.decode("notification_id", as: UUID?.self)).map { .string($0.lowercasedString) }
+                ?? .null,
+            "kind": .string(try row.decode("kind")),
             "channel": .string(try row.decode("channel")),
             "status": .string(try row.decode("status")),
             "dueAt": .string(Timestamp.format(try row.decode("due_at"))),

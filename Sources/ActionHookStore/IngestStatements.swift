@@ -54,6 +54,8 @@ struct IngestStatements {
             responses.add("subject", item.decision.subject)
             // As text: the stored answer keeps its member order (jsonb would sort it).
             responses.add("answer", plan.answer.body.jsonText)
+            responses.add("notification_id", plan.notification?.id.lowercasedString)
+            responses.add("recipient", plan.notification?.recipient)
             responses.endRecord()
         }
         // A key stored before (which only a lookup would have found) fails the statement like a
@@ -63,20 +65,44 @@ struct IngestStatements {
             WITH inserted AS (
                 INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
                     category_identifier, notification_identifier, user_text, user_info, device_token,
-                    client_response_id, responded_at, received_at, outcome, rule_id, subject, answer)
+                    client_response_id, responded_at, received_at, outcome, rule_id, subject, answer,
+                    notification_id, recipient)
                 SELECT r.app_id, r.id, r.idempotency_key, decode(r.request_hash, 'hex'), r.action_identifier,
                     r.category_identifier, r.notification_identifier, r.user_text, r.user_info, r.device_token,
-                    r.client_response_id, r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer::json
+                    r.client_response_id, r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer::json,
+                    r.notification_id, r.recipient
                 FROM jsonb_to_recordset(\(PostgresJSON(responses.text))::jsonb) AS r(
                     app_id text, id uuid, idempotency_key text, request_hash text, action_identifier text,
                     category_identifier text, notification_identifier text, user_text text, user_info jsonb,
                     device_token text, client_response_id text, responded_at timestamptz, outcome text,
-                    rule_id text, subject text, answer text)
+                    rule_id text, subject text, answer text, notification_id uuid, recipient text)
                 ON CONFLICT (app_id, idempotency_key) DO NOTHING
                 RETURNING 1
             )
             SELECT actionhook_idempotency_key_stored() WHERE (SELECT count(*) FROM inserted) < \(entries.count)::bigint
             """ as PostgresQuery).prepared)
+
+        // Sent notifications answered by this batch: marked with their answer (under the lock the read
+        // took), and their no-reply steps and expiry cancelled.
+        let answering = entries.filter(\.plan.answersNotification)
+        if !answering.isEmpty {
+            let apps = answering.map(\.item.appID)
+            let ids = answering.compactMap { $0.plan.notification?.id }
+            let responseIDs = answering.map(\.plan.responseID)
+            statements.append(
+                ("""
+                UPDATE notifications n SET answered_at = now(), answered_response_id = k.response_id
+                FROM unnest(\(apps)::text[], \(ids)::uuid[], \(responseIDs)::uuid[]) AS k(app_id, id, response_id)
+                WHERE n.app_id = k.app_id AND n.id = k.id AND n.answered_at IS NULL
+                """ as PostgresQuery).prepared)
+            statements.append(
+                ("""
+                UPDATE followups f SET status = 'cancelled', updated_at = now()
+                FROM unnest(\(apps)::text[], \(ids)::uuid[]) AS k(app_id, notification_id)
+                WHERE f.app_id = k.app_id AND f.notification_id = k.notification_id
+                    AND f.kind IN ('step', 'expiry') AND f.status IN ('pending', 'retrying')
+                """ as PostgresQuery).prepared)
+        }
 
         var cancelledInBatch = Set<UUID>()
         var snoozesByNotification: [AppScoped: [UUID]] = [:]
@@ -97,7 +123,7 @@ struct IngestStatements {
                 followUps.add("response_id", plan.responseID)
                 followUps.add("ordinal", followUp.ordinal)
                 followUps.add("channel", followUp.channel.rawValue)
-                followUps.add("is_snooze", followUp.ordinal < 0)
+                followUps.add("is_snooze", followUp.kind == .snooze)
                 followUps.add("notification_identifier", item.response.notificationIdentifier)
                 followUps.add(
                     "device_token",
@@ -105,6 +131,10 @@ struct IngestStatements {
                 followUps.add("payload", followUp.payload)
                 followUps.add("due_at", dueAt)
                 followUps.add("status", cancelledInBatch.contains(id) ? "cancelled" : "pending")
+                followUps.add("kind", followUp.kind.rawValue)
+                followUps.add(
+                    "notification_id",
+                    followUp.kind == .rule || followUp.kind == .snooze ? nil : plan.notification?.id.lowercasedString)
                 followUps.endRecord()
             }
         }
@@ -114,13 +144,13 @@ struct IngestStatements {
                 ("""
                 WITH inserted AS (
                     INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze,
-                        notification_identifier, device_token, payload, due_at, status)
+                        notification_identifier, device_token, payload, due_at, status, kind, notification_id)
                     SELECT f.app_id, f.id, f.response_id, f.ordinal, f.channel, f.is_snooze, f.notification_identifier,
-                        f.device_token, f.payload, f.due_at, f.status
+                        f.device_token, f.payload, f.due_at, f.status, f.kind, f.notification_id
                     FROM jsonb_to_recordset(\(PostgresJSON(followUps.text))::jsonb) AS f(
                         app_id text, id uuid, response_id uuid, ordinal integer, channel text, is_snooze boolean,
                         notification_identifier text, device_token text, payload jsonb, due_at timestamptz,
-                        status text)
+                        status text, kind text, notification_id uuid)
                     RETURNING app_id
                 )
                 SELECT pg_notify(\(Channels.followUps), app_id) FROM (SELECT DISTINCT app_id FROM inserted) AS apps
@@ -177,6 +207,46 @@ struct IngestStatements {
         FROM unnest(\(apps)::text[], \(keys)::text[]) AS k(app_id, idempotency_key)
         JOIN responses r ON r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
         """
+    }
+
+    /// The sent notifications the batch's keyed replies name, each with the replying device's recipient,
+    /// locked `FOR UPDATE` in (app, id) order (so two batches never wait on each other in a cycle). A
+    /// notification of another app is not found: the reply stays unbound.
+    static func boundNotifications(apps: [String], ids: [String], devices: [Int]) -> PostgresQuery {
+        ("""
+        SELECT k.position::int AS position, n.id, n.answers, n.expires_at, n.answered_at IS NOT NULL AS answered,
+            n.collapse_id, n.category, n.subject, n.created_at, n.events, n.replace_on_answer::text AS replacement,
+            n.devices -> k.device ->> 'recipient' AS recipient,
+            jsonb_array_length(n.devices) > k.device AS known_device,
+            CASE WHEN n.replace_on_answer IS NOT NULL THEN n.devices::text END AS devices
+        FROM unnest(\(apps)::text[], \(ids)::uuid[], \(devices)::int[]) WITH ORDINALITY
+            AS k(app_id, id, device, position)
+        JOIN notifications n ON n.app_id = k.app_id AND n.id = k.id
+        ORDER BY n.app_id, n.id
+        FOR UPDATE OF n
+        """ as PostgresQuery).prepared
+    }
+
+    /// A row of ``boundNotifications(apps:ids:devices:)`` as the plan reads it.
+    static func boundNotification(_ row: PostgresRow, device: Int) throws -> BoundNotification {
+        let knownDevice: Bool = try row.decode("known_device")
+        var devices: [SendDevice] = []
+        if let text: String = try row.decode("devices") {
+            devices = (try JSONParser.parse(text).arrayValue ?? []).compactMap { device in
+                device.value(atPath: "deviceToken")?.stringValue.map {
+                    SendDevice(deviceToken: $0, recipient: device.value(atPath: "recipient")?.stringValue)
+                }
+            }
+        }
+        let replacement: String? = try row.decode("replacement")
+        return BoundNotification(
+            id: try row.decode("id"), answers: AnswerPolicy(rawValue: try row.decode("answers")) ?? .first,
+            expiresAt: try row.decode("expires_at"), answered: try row.decode("answered"),
+            collapseId: try row.decode("collapse_id"), category: try row.decode("category"),
+            subject: try row.decode("subject"), createdAt: try row.decode("created_at"),
+            events: try row.decode("events"),
+            replacement: try replacement.flatMap { try JSONParser.parse($0).objectValue },
+            device: knownDevice ? device : nil, recipient: try row.decode("recipient"), devices: devices)
     }
 
     /// Snoozes already given for each (app, notification) the batch snoozes.

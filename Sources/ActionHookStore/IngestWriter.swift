@@ -76,7 +76,7 @@ public struct IngestWriter: Sendable {
 /// Reads, in order: the per-key advisory locks (and the database's clock), the apps' shared locks, the
 /// apps still present, the responses stored under the keys (only when `lookingUp`), how often each
 /// snoozed notification was snoozed before, and the snooze re-deliveries pending for each notification
-/// the batch answers otherwise.
+/// the batch answers otherwise; before those, the sent notifications its replies carry keys of, locked.
 struct IngestTransaction {
     let items: [IngestItem]
     let lookingUp: Bool
@@ -131,6 +131,20 @@ struct IngestTransaction {
                 IngestStatements.storedResponses(
                     apps: candidates.map { items[$0].appID }, keys: candidates.map { items[$0].idempotencyKey }))
             : nil
+        // Replies that carry a sent notification's key: the notification is read under its row lock, so
+        // of two replies in flight at once the second reads what the first wrote (first answer wins).
+        var keyed: [(index: Int, notification: AppScoped, device: Int)] = []
+        for index in candidates {
+            guard let key = NotificationKey.read(from: items[index].response.userInfo) else { continue }
+            keyed.append((index, AppScoped(appID: items[index].appID, name: key.notificationID.lowercasedString), key.device))
+        }
+        let boundNotifications =
+            keyed.isEmpty
+            ? nil
+            : reads.add(
+                IngestStatements.boundNotifications(
+                    apps: keyed.map(\.notification.appID), ids: keyed.map(\.notification.name),
+                    devices: keyed.map(\.device)))
         let snoozeCounts = snoozing.isEmpty ? nil : reads.add(IngestStatements.snoozeCounts(snoozing))
         let pendingSnoozes = answering.isEmpty ? nil : reads.add(IngestStatements.pendingSnoozes(answering))
         let read = PipelinedReads.Results(rows: try send(reads.queries))
@@ -177,7 +191,19 @@ struct IngestTransaction {
             }
         }
 
+        // What each keyed reply is bound to, by its position in the batch.
+        var bound: [Int: BoundNotification] = [:]
+        if let boundNotifications {
+            for row in read[boundNotifications] {
+                let position: Int = try row.decode("position")
+                let entry = keyed[position - 1]
+                bound[entry.index] = try IngestStatements.boundNotification(row, device: entry.device)
+            }
+        }
+
         var entries: [(item: IngestItem, plan: IngestPlan)] = []
+        // Notifications answered earlier in this batch.
+        var answeredInBatch = Set<UUID>()
         var snoozesInBatch: [AppScoped: Int] = [:]
         // Keys stored before the window: their old responses give the key up, and the request is new.
         var expiredKeys: [AppScoped] = []
@@ -196,7 +222,10 @@ struct IngestTransaction {
             if item.decision.snoozes, let notification {
                 previous = snoozesBefore[notification, default: 0] + snoozesInBatch[notification, default: 0]
             }
-            let plan = IngestPlan(item, receivedAt: receivedAt, previousSnoozes: previous)
+            var sent = bound[index]
+            if let id = sent?.id, answeredInBatch.contains(id) { sent?.answered = true }
+            let plan = IngestPlan(item, receivedAt: receivedAt, previousSnoozes: previous, notification: sent)
+            if plan.answersNotification, let id = sent?.id { answeredInBatch.insert(id) }
             if plan.outcome == .snoozed, let notification { snoozesInBatch[notification, default: 0] += 1 }
             entries.append((item, plan))
             results[index] = .success(.created(plan.answer))

@@ -80,7 +80,9 @@ public struct OutboxStore: Outbox {
         } catch StoreError.unavailable {
             rows = try attempt()
         }
-        return try rows.map { row in
+        // A no-reply step or expiry whose notification was answered is cancelled by the claim itself
+        // (fenced), and never reaches the worker.
+        return try rows.filter { try !$0.decode("fenced", as: Bool.self) }.map { row in
             ClaimedFollowUp(
                 appID: try row.decode("app_id"), id: try row.decode("id"), attempt: try row.decode("attempt"),
                 channel: FollowUpChannel(rawValue: try row.decode("channel")) ?? .webhook,
@@ -90,6 +92,10 @@ public struct OutboxStore: Outbox {
         }
     }
 
+    // A no-reply step or an expiry is sent only if its notification is still unanswered when it is
+    // claimed: the claim reads the notification in the same statement and cancels the row instead. An
+    // answer that commits before the claim's snapshot cancels it (or the answer's own transaction did);
+    // one that commits after the claim came after the silence the step waited for.
     // The due rows are locked by the CTE and updated through their ctid (a TID scan, the usual queue
     // pattern): joined back by (app_id, id) instead, a generic plan made while the table looked empty
     // went through `followups_by_status` and read every entry of the app for each row (0.5 ms a row
@@ -104,11 +110,16 @@ public struct OutboxStore: Outbox {
             FOR UPDATE SKIP LOCKED
         )
         UPDATE followups f
-        SET status = 'running', attempt = f.attempt + 1,
+        SET status = CASE WHEN f.kind IN ('step', 'expiry') AND EXISTS (
+                SELECT 1 FROM notifications n
+                WHERE n.app_id = f.app_id AND n.id = f.notification_id AND n.answered_at IS NOT NULL
+            ) THEN 'cancelled' ELSE 'running' END,
+            attempt = f.attempt + 1,
             lease_until = now() + make_interval(secs => \(leaseSeconds)), lease_token = \(token), updated_at = now()
         FROM due
         WHERE f.ctid = due.row
-        RETURNING f.app_id, f.id, f.attempt, f.channel, f.payload, f.ctid::text AS row, f.due_at,
+        RETURNING f.status = 'cancelled' AS fenced, f.app_id, f.id, f.attempt, f.channel, f.payload,
+            f.ctid::text AS row, f.due_at,
             extract(epoch FROM now() - f.due_at)::float8 AS lateness,
             f.channel = 'apns' AND EXISTS (
                 SELECT 1 FROM devices d

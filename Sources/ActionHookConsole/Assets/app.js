@@ -6,11 +6,12 @@ import { APIError, call, clearToken, setToken, token } from "./api.js";
 import { h, replace } from "./dom.js";
 import * as categories from "./categories.js";
 import * as followups from "./followups.js";
+import * as notifications from "./notifications.js";
 import * as overview from "./overview.js";
 import * as replies from "./replies.js";
 import * as rules from "./rules.js";
 
-const pages = { overview, replies, followups, rules, categories };
+const pages = { overview, replies, notifications, followups, rules, categories };
 const APP_KEY = "actionhook.app";
 
 const elements = {

@@ -4,7 +4,7 @@
 import { svg } from "./dom.js";
 
 export const OUTCOMES = [
-  "accepted", "declined", "snoozed", "snooze_limit_reached", "commented", "recorded", "unmatched", "expired",
+  "accepted", "declined", "snoozed", "snooze_limit_reached", "commented", "recorded", "unmatched", "expired", "superseded",
 ];
 
 const WIDTH = 600;

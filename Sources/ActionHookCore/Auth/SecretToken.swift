@@ -9,6 +9,8 @@ import Foundation
 public enum SecretToken {
     /// The prefix of ingest keys.
     public static let ingestKeyPrefix = "ahk_"
+    /// The prefix of server keys (scope `send`): the app's backend sends notifications with them.
+    public static let serverKeyPrefix = "ahs_"
     /// The prefix of admin tokens created through the API.
     public static let adminTokenPrefix = "aha_"
     /// The prefix of webhook signing secrets (Standard Webhooks).

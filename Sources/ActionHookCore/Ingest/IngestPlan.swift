@@ -88,10 +88,18 @@ public struct StoredAnswer: Sendable, Equatable {
     /// The answer's body: the 202's, or the members of the 410's problem for an expired reply.
     public var body: JSONValue
 
+    /// The sent notification this answer answered first, with its category and the time from the send
+    /// (for metrics; not stored, so a replay has none).
+    public var answered: (category: String?, seconds: Double)?
+
     /// Creates an answer.
     public init(outcome: Outcome, body: JSONValue) {
         self.outcome = outcome
         self.body = body
+    }
+
+    public static func == (lhs: StoredAnswer, rhs: StoredAnswer) -> Bool {
+        lhs.outcome == rhs.outcome && lhs.body == rhs.body
     }
 }
 
@@ -122,7 +130,7 @@ public struct IngestPlan: Sendable {
         /// When.
         public var dueAt: Date
         /// Whether it re-delivers a snoozed notification (cancelled by a later answer to it).
-        public var isSnooze: Bool { planned.ordinal < 0 }
+        public var isSnooze: Bool { planned.kind == .snooze }
     }
 
     /// The new response's id.
@@ -134,22 +142,39 @@ public struct IngestPlan: Sendable {
     /// The answer, as stored and replayed.
     public var answer: StoredAnswer
 
+    /// The sent notification the reply is bound to, as read under its lock.
+    public var notification: BoundNotification?
+    /// Whether this reply is the first to answer its sent notification: it marks it answered, cancels its
+    /// no-reply steps and expiry, and adds the replacing pushes and `notification.answered`.
+    public var answersNotification: Bool
+
     /// Whether this answer cancels the pending snoozes of its notification (any answer but a snooze, or
-    /// one that came too late to act).
-    public var cancelsSnoozes: Bool { outcome != .snoozed && outcome != .snoozeLimitReached && outcome != .expired }
+    /// one that came too late to act or after another had answered).
+    public var cancelsSnoozes: Bool {
+        outcome != .snoozed && outcome != .snoozeLimitReached && outcome != .expired && outcome != .superseded
+    }
 
     /// Plans a response received at `receivedAt` (the database's clock), after `previousSnoozes`
-    /// snoozes of its notification.
-    public init(_ item: IngestItem, receivedAt: Date, previousSnoozes: Int) {
+    /// snoozes of its notification, bound to `notification` when it carried the key of a notification
+    /// of its app.
+    ///
+    /// A bound reply after the notification's `expiresAt` is `expired`; one to a notification another
+    /// reply answered first (`answers: first`) is `superseded`; neither acts. Any other reply but a snooze
+    /// answers the notification when it is the first.
+    public init(_ item: IngestItem, receivedAt: Date, previousSnoozes: Int, notification: BoundNotification? = nil) {
         responseID = UUID.timeOrdered()
+        self.notification = notification
         let response = item.response
         let decision = item.decision
         var outcome = RuleEngine.outcome(of: decision.rule?.handler)
         var planned: [PlannedFollowUp] = []
         let age = ReplyAgeLimit.age(respondedAt: response.respondedAt, receivedAt: receivedAt)
-        let expired = decision.ageLimit.isExpired(age: age)
+        let lateForNotification = notification.flatMap(\.expiresAt).map { receivedAt >= $0 } ?? false
+        let expired = lateForNotification || decision.ageLimit.isExpired(age: age)
         if expired {
             outcome = .expired
+        } else if let notification, notification.answered, notification.answers == .first {
+            outcome = .superseded
         } else if let rule = decision.rule {
             if case .snooze(let delaySeconds, let maxSnoozes, _) = rule.handler {
                 if previousSnoozes >= maxSnoozes {
@@ -157,7 +182,7 @@ public struct IngestPlan: Sendable {
                 } else {
                     planned = RuleEngine.plan(
                         rule, response: response, responseID: responseID, receivedAt: receivedAt,
-                        subject: decision.subject, outcome: outcome)
+                        subject: decision.subject, outcome: outcome, notification: notification)
                     if let redelivery = RuleEngine.snoozeRedelivery(of: response, delaySeconds: delaySeconds) {
                         planned.append(redelivery)
                     }
@@ -165,8 +190,18 @@ public struct IngestPlan: Sendable {
             } else {
                 planned = RuleEngine.plan(
                     rule, response: response, responseID: responseID, receivedAt: receivedAt,
-                    subject: decision.subject, outcome: outcome)
+                    subject: decision.subject, outcome: outcome, notification: notification)
             }
+        }
+        answersNotification =
+            notification.map { !$0.answered } ?? false && outcome != .expired && outcome != .superseded
+            && outcome != .snoozed && outcome != .snoozeLimitReached
+        if answersNotification, let notification {
+            planned += notification.answerFollowUps(
+                response,
+                view: StoredResponseView(
+                    id: responseID, response: response, receivedAt: receivedAt, outcome: outcome,
+                    ruleId: decision.rule?.id, subject: decision.subject))
         }
         self.outcome = outcome
         followUps = planned.map {
@@ -186,11 +221,20 @@ public struct IngestPlan: Sendable {
                     ])
                 }),
         ]
+        if let notification {
+            body["notificationId"] = .string(notification.id.lowercasedString)
+            body["recipient"] = notification.recipient.map(JSONValue.string) ?? .null
+        }
         // What the 410 tells the client, replayed with it.
-        if expired, let limit = decision.ageLimit.maxAgeSeconds, let age {
+        if lateForNotification, let expiresAt = notification?.expiresAt {
+            body["expiresAt"] = .string(Timestamp.format(expiresAt))
+        } else if expired, let limit = decision.ageLimit.maxAgeSeconds, let age {
             body["maxReplyAgeSeconds"] = .integer(limit)
             body["ageSeconds"] = ReplyAgeLimit.json(age: age)
         }
         answer = StoredAnswer(outcome: outcome, body: .object(body))
+        if answersNotification, let notification {
+            answer.answered = (notification.category, receivedAt.timeIntervalSince(notification.createdAt))
+        }
     }
 }

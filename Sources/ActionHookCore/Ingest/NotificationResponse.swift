@@ -180,7 +180,7 @@ public struct NotificationResponse: Sendable, Equatable {
 
     /// Nil unless `token` looks like an APNs device token (hex digits, even length, 16 to 200
     /// characters); else whether it has upper-case digits.
-    private static func deviceTokenCase(_ token: String) -> Bool? {
+    static func deviceTokenCase(_ token: String) -> Bool? {
         var token = token
         return token.withUTF8 { bytes -> Bool? in
             guard (16...200).contains(bytes.count), bytes.count % 2 == 0 else { return nil }

@@ -17,4 +17,7 @@ public enum Outcome: String, Sendable, CaseIterable {
     /// The reply was older than its age limit when it arrived (``ReplyAgeLimit``): stored, and nothing
     /// else happened (no handler, no follow-up, no snooze cancelled, no decision changed).
     case expired
+    /// The reply answered a sent notification (`answers: first`) that another reply had answered first:
+    /// stored, and it acted on nothing.
+    case superseded
 }

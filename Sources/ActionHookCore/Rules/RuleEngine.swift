@@ -12,13 +12,18 @@ public struct PlannedFollowUp: Sendable, Equatable {
     /// Webhook: `{"url": <string or null>, "body": …}`. APNs: `{"deviceToken", "pushType", ("priority"),
     /// ("expiration"), ("collapseId"), "payload"}`.
     public var payload: JSONValue
+    /// What produced it: a rule, a snooze, or the answer to a sent notification.
+    public var kind: FollowUpKind
 
     /// Creates a planned follow-up.
-    public init(ordinal: Int, channel: FollowUpChannel, delaySeconds: Int, payload: JSONValue) {
+    public init(
+        ordinal: Int, channel: FollowUpChannel, delaySeconds: Int, payload: JSONValue, kind: FollowUpKind = .rule
+    ) {
         self.ordinal = ordinal
         self.channel = channel
         self.delaySeconds = delaySeconds
         self.payload = payload
+        self.kind = kind
     }
 }
 
@@ -102,9 +107,11 @@ public enum RuleEngine {
     /// empty when the response has no token.
     public static func plan(
         _ rule: Rule, response: NotificationResponse, responseID: UUID, receivedAt: Date, subject: String?,
-        outcome: Outcome
+        outcome: Outcome, notification: BoundNotification? = nil
     ) -> [PlannedFollowUp] {
-        let context = TemplateContext(response: response, responseID: responseID, subject: subject)
+        var context = TemplateContext(response: response, responseID: responseID, subject: subject)
+        context.notificationID = notification?.id
+        context.recipient = notification?.recipient
         return rule.followUps.enumerated().map { ordinal, followUp in
             let payload: JSONValue
             switch followUp.channel {
@@ -151,7 +158,7 @@ public enum RuleEngine {
                 "deviceToken": .string(deviceToken),
                 "pushType": .string("alert"),
                 "payload": .object(response.userInfo),
-            ]))
+            ]), kind: .snooze)
     }
 
     /// A template rendered as text, whatever the type of the value a lone placeholder names.

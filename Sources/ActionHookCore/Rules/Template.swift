@@ -9,6 +9,10 @@ public struct TemplateContext: Sendable {
     public var responseID: UUID
     /// The response's subject (`{{subject}}`).
     public var subject: String?
+    /// The sent notification the reply is bound to (`{{notification.id}}`).
+    public var notificationID: UUID?
+    /// The replying device's recipient label, from the send (`{{recipient}}`).
+    public var recipient: String?
 
     /// Creates a context.
     public init(response: NotificationResponse, responseID: UUID, subject: String? = nil) {
@@ -27,6 +31,8 @@ public struct TemplateContext: Sendable {
         case "deviceToken": return response.deviceToken.map(JSONValue.string)
         case "subject": return subject.map(JSONValue.string)
         case "response.id": return .string(responseID.lowercasedString)
+        case "notification.id": return notificationID.map { .string($0.lowercasedString) }
+        case "recipient": return recipient.map(JSONValue.string)
         default:
             guard name.hasPrefix(Template.userInfoPrefix) else { return nil }
             return JSONValue.object(response.userInfo).value(
@@ -38,7 +44,8 @@ public struct TemplateContext: Sendable {
 /// `{{name}}` placeholders inside the JSON strings of follow-up templates.
 ///
 /// Names: `actionIdentifier`, `userText`, `categoryIdentifier`, `notificationIdentifier`, `deviceToken`,
-/// `subject`, `response.id` and `userInfo.<dot path>` (array elements by index); spaces inside the braces
+/// `subject`, `response.id`, `notification.id`, `recipient` (of a reply bound to a sent notification) and
+/// `userInfo.<dot path>` (array elements by index); spaces inside the braces
 /// are ignored. A string that is exactly one placeholder takes the value's JSON type (a missing value is
 /// `null`); inside a longer string, strings are inserted as they are, other values as their JSON text,
 /// missing values as nothing. Values are data, never JSON text: the output is a `JSONValue` tree, so
@@ -47,7 +54,7 @@ public enum Template {
     static let userInfoPrefix = "userInfo."
     static let names = [
         "actionIdentifier", "userText", "categoryIdentifier", "notificationIdentifier", "deviceToken", "subject",
-        "response.id",
+        "response.id", "notification.id", "recipient",
     ]
 
     /// The problems of every string in `value`, each at its pointer under `pointer`: placeholders that are

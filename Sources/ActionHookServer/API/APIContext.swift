@@ -17,6 +17,8 @@ struct APIContext: Sendable {
     /// The same store over the pool for statements that may rightly run long (erasure, export).
     let longResponses: ResponseStore
     let followUps: FollowUpStore
+    let notifications: NotificationStore
+    let sendLimits = SendLimits()
     let adminTokens: AdminTokenStore
     let stats: StatsStore
     let auth: Authenticator
@@ -47,6 +49,7 @@ struct APIContext: Sendable {
         responses = ResponseStore(pool: pool)
         longResponses = ResponseStore(pool: longPool)
         followUps = FollowUpStore(pool: pool)
+        notifications = NotificationStore(pool: pool)
         adminTokens = AdminTokenStore(pool: pool)
         stats = StatsStore(pool: pool)
         self.cache = cache

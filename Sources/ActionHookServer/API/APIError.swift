@@ -14,6 +14,10 @@ struct APIError: Error {
             status: 401, title: "Unauthorized", detail: "A valid bearer credential is required for this route."),
         headers: ["WWW-Authenticate": "Bearer"])
 
+    static func forbidden(_ detail: String) -> APIError {
+        APIError(problem: ProblemDetails(status: 403, title: "Forbidden", detail: detail))
+    }
+
     static func notFound(_ what: String) -> APIError {
         APIError(problem: .notFound("No \(what) exists with this id."))
     }
@@ -96,9 +100,11 @@ struct ErrorMapper: Sendable {
             "title": .string("Reply expired"),
             "status": .integer(410),
             "detail": .string(
-                "The reply is older than its category's or rule's age limit: it was stored as expired and did not act."),
+                stored["expiresAt"] != nil
+                    ? "The notification it answers expired before the reply arrived: it was stored as expired and did not act."
+                    : "The reply is older than its category's or rule's age limit: it was stored as expired and did not act."),
         ]
-        for member in ["id", "ruleId", "maxReplyAgeSeconds", "ageSeconds"] {
+        for member in ["id", "ruleId", "maxReplyAgeSeconds", "ageSeconds", "notificationId", "expiresAt"] {
             if let value = stored[member] { problem[member] = value }
         }
         var headers: HTTPHeaders = ["Content-Type": "application/problem+json"]
@@ -140,6 +146,12 @@ struct ErrorMapper: Sendable {
             return .unavailable("The app is being changed; retry the request.")
         case .unavailable:
             return .unavailable("The database is unavailable; retry with the same idempotency key.")
+        case .noDevices:
+            let failure = ValidationFailure.invalid([
+                FieldError(pointer: "/subject", detail: "has no known devices: no device has answered for it yet")
+            ])
+            return ProblemDetails(
+                status: failure.status, title: failure.title, detail: failure.detail, errors: failure.errors)
         }
     }
 }

@@ -59,8 +59,25 @@ extension APIContext {
         router.add(
             .post, "/v1/apps/{app}/keys",
             appAdmin { request, appID in
-                try requireEmptyBody(request)
-                return .json(201, try apps.createKey(appID: appID).json)
+                // No body: an ingest key. `{"scope": "send"}`: a server key for the app's backend.
+                var scope = KeyScope.ingest
+                if !request.body.isEmpty {
+                    guard case .object(let object) = try request.jsonBody() else {
+                        throw ValidationFailure.shape([FieldError(pointer: "", detail: "must be a JSON object")])
+                    }
+                    var errors: [FieldError] = object.keys.filter { $0 != "scope" }.map {
+                        FieldError(pointer: "/" + $0, detail: "is not a known field")
+                    }
+                    if let value = object["scope"] {
+                        if let parsed = value.stringValue.flatMap(KeyScope.init(rawValue:)) {
+                            scope = parsed
+                        } else {
+                            errors.append(FieldError(pointer: "/scope", detail: "must be ingest or send"))
+                        }
+                    }
+                    if !errors.isEmpty { throw ValidationFailure.invalid(errors) }
+                }
+                return .json(201, try apps.createKey(appID: appID, scope: scope).json)
             })
         router.add(
             .delete, "/v1/apps/{app}/keys/{keyId}",

@@ -42,6 +42,11 @@ extension APIContext {
                     respond(
                         errors.response(for: ReplyExpired(answer: stored.answer, replayed: replayed), request: request))
                 default:
+                    if let answered = stored.answer.answered {
+                        metrics.notificationAnswered(
+                            appID: item.appID, category: knownCategory(answered.category, appID: item.appID),
+                            seconds: answered.seconds)
+                    }
                     respond(
                         replayed
                             ? .json(200, stored.answer.body, headers: ["Idempotent-Replayed": "true"])
@@ -56,9 +61,12 @@ extension APIContext {
     /// The reply's category as a metric label: one of the app's categories, else `other`, so replies
     /// cannot make new series with names of their own.
     func knownCategory(_ item: IngestItem) -> String {
-        guard let category = item.response.categoryIdentifier,
-            (try? ruleSet(appID: item.appID).categories[category]) != nil
-        else { return "other" }
+        knownCategory(item.response.categoryIdentifier, appID: item.appID)
+    }
+
+    /// `category` when it is one of the app's categories, else `other`.
+    func knownCategory(_ category: String?, appID: String) -> String {
+        guard let category, (try? ruleSet(appID: appID).categories[category]) != nil else { return "other" }
         return category
     }
 

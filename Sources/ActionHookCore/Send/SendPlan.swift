@@ -1,0 +1,306 @@
+import Basics
+import Foundation
+
+/// What an outbox row is: the producer and purpose of a follow-up.
+public enum FollowUpKind: String, Sendable, Equatable, CaseIterable {
+    /// A rule's follow-up.
+    case rule
+    /// A snoozed notification sent again.
+    case snooze
+    /// A send's push to one of its devices.
+    case push
+    /// A follow-up of a no-reply step (fenced: cancelled at claim when its notification was answered).
+    case step
+    /// `notification.expired` (fenced like a step).
+    case expiry
+    /// A push that replaces an answered notification on another device.
+    case replace
+    /// `notification.answered`.
+    case answered
+
+    /// Whether a claim must find its notification unanswered to send it.
+    public var isFencedBySilence: Bool { self == .step || self == .expiry }
+}
+
+/// The rows a send writes, planned before writing: the notification, one push per device, and the
+/// follow-ups of its no-reply steps and expiry, each with its id and due time. Pure.
+public struct SendPlan: Sendable {
+    /// One outbox row.
+    public struct Row: Sendable, Equatable {
+        /// The follow-up's id (the `apns-id` / `webhook-id`).
+        public var id: UUID
+        /// What it is.
+        public var kind: FollowUpKind
+        /// A push's device position; a step row's position among its step's rows.
+        public var ordinal: Int
+        /// The no-reply step it belongs to.
+        public var step: Int?
+        /// Webhook or APNs.
+        public var channel: FollowUpChannel
+        /// What to deliver, as the delivery worker reads it.
+        public var payload: JSONValue
+        /// When.
+        public var dueAt: Date
+        /// The device it goes to (pushes).
+        public var deviceToken: String?
+    }
+
+    /// The notification's id.
+    public var notificationID: UUID
+    /// Its `apns-collapse-id`.
+    public var collapseId: String
+    /// When replies stop counting.
+    public var expiresAt: Date
+    /// Every device with a key: the send's own, then those escalations add.
+    public var devices: [SendDevice]
+    /// Each device's push (the escalation's for the devices escalations add).
+    public var deviceFollowUps: [UUID]
+    /// Each step's due time.
+    public var stepDueTimes: [Date]
+    /// The rows to write.
+    public var rows: [Row]
+    /// The answer, as stored and replayed.
+    public var answer: JSONValue
+
+    /// Plans `request` sent at `now` (the database's clock) to `devices`.
+    public init(_ request: SendRequest, devices: [SendDevice], id: UUID, now: Date, limits: SendLimits = SendLimits()) {
+        notificationID = id
+        let expiresAt = request.expiry(now: now, limits: limits)
+        self.expiresAt = expiresAt
+        let collapseId = request.collapseId ?? id.lowercasedString
+        self.collapseId = collapseId
+        let everyDevice = devices + request.escalationDevices
+        self.devices = everyDevice
+        let expiration = Int(expiresAt.timeIntervalSince1970.rounded(.up))
+
+        func push(_ position: Int, aps: JSONObject) -> JSONValue {
+            let device = everyDevice[position]
+            let key = NotificationKey(
+                notificationID: id, device: position, recipient: device.recipient, expiresAt: expiresAt)
+            var object: JSONObject = [
+                "deviceToken": .string(device.deviceToken), "pushType": .string(request.pushType),
+            ]
+            if let priority = request.priority { object["priority"] = .integer(priority) }
+            object["expiration"] = .integer(expiration)
+            object["collapseId"] = .string(collapseId)
+            object["payload"] = request.apnsPayload(aps: aps, key: key)
+            return .object(object)
+        }
+
+        var rows: [Row] = []
+        var deviceFollowUps: [UUID] = []
+        for position in devices.indices {
+            let row = Row(
+                id: UUID.timeOrdered(at: now), kind: .push, ordinal: position, step: nil, channel: .apns,
+                payload: push(position, aps: request.aps), dueAt: now, deviceToken: devices[position].deviceToken)
+            rows.append(row)
+            deviceFollowUps.append(row.id)
+        }
+        let summary = Self.summary(request, id: id, sentAt: now, expiresAt: expiresAt)
+        var stepDueTimes: [Date] = []
+        var escalated = devices.count
+        for (stepIndex, step) in request.onNoReply.enumerated() {
+            let due = now.addingTimeInterval(TimeInterval(step.afterSeconds))
+            stepDueTimes.append(due)
+            var ordinal = 0
+            func add(_ channel: FollowUpChannel, _ payload: JSONValue, token: String?) -> UUID {
+                let row = Row(
+                    id: UUID.timeOrdered(at: now), kind: .step, ordinal: ordinal, step: stepIndex, channel: channel,
+                    payload: payload, dueAt: due, deviceToken: token)
+                rows.append(row)
+                ordinal += 1
+                return row.id
+            }
+            for action in step.actions {
+                switch action {
+                case .remind:
+                    for position in devices.indices {
+                        _ = add(.apns, push(position, aps: request.aps), token: devices[position].deviceToken)
+                    }
+                case .webhook(let url, let body):
+                    let event: JSONValue = .object([
+                        "type": .string("notification.unanswered"), "timestamp": .string(Timestamp.format(due)),
+                        "data": .object([
+                            "notification": summary, "step": .integer(stepIndex),
+                            "afterSeconds": .integer(step.afterSeconds),
+                        ]),
+                    ])
+                    _ = add(
+                        .webhook, .object(["url": url.map(JSONValue.string) ?? .null, "body": body ?? event]),
+                        token: nil)
+                case .escalate(let targets, let aps):
+                    for _ in targets {
+                        let id = add(
+                            .apns, push(escalated, aps: aps ?? request.aps),
+                            token: everyDevice[escalated].deviceToken)
+                        deviceFollowUps.append(id)
+                        escalated += 1
+                    }
+                }
+            }
+        }
+        if request.events.contains("expired") {
+            rows.append(
+                Row(
+                    id: UUID.timeOrdered(at: now), kind: .expiry, ordinal: 0, step: nil, channel: .webhook,
+                    payload: .object([
+                        "url": .null,
+                        "body": .object([
+                            "type": .string("notification.expired"),
+                            "timestamp": .string(Timestamp.format(expiresAt)),
+                            "data": .object(["notification": summary]),
+                        ]),
+                    ]), dueAt: expiresAt, deviceToken: nil))
+        }
+        self.rows = rows
+        self.deviceFollowUps = deviceFollowUps
+        self.stepDueTimes = stepDueTimes
+        answer = .object([
+            "id": .string(id.lowercasedString), "status": .string("pending"),
+            "createdAt": .string(Timestamp.format(now)), "expiresAt": .string(Timestamp.format(expiresAt)),
+            "collapseId": .string(collapseId),
+            "devices": .array(
+                everyDevice.indices.map { position in
+                    .object([
+                        "deviceToken": .string(everyDevice[position].deviceToken),
+                        "recipient": everyDevice[position].recipient.map(JSONValue.string) ?? .null,
+                        "followUpId": .string(deviceFollowUps[position].lowercasedString),
+                        "escalation": .bool(position >= devices.count),
+                    ])
+                }),
+            "steps": .array(
+                request.onNoReply.indices.map {
+                    .object([
+                        "afterSeconds": .integer(request.onNoReply[$0].afterSeconds),
+                        "dueAt": .string(Timestamp.format(stepDueTimes[$0])),
+                    ])
+                }),
+        ])
+    }
+
+    /// When the first no-reply step comes due, if there is one.
+    public var silenceAt: Date? { stepDueTimes.first }
+
+    /// The stored device list: `[{"deviceToken", "recipient", "followUpId"}]`, by position.
+    public var devicesJSON: JSONValue {
+        .array(
+            devices.indices.map {
+                .object([
+                    "deviceToken": .string(devices[$0].deviceToken),
+                    "recipient": devices[$0].recipient.map(JSONValue.string) ?? .null,
+                    "followUpId": .string(deviceFollowUps[$0].lowercasedString),
+                ])
+            })
+    }
+
+    /// The notification as webhook events describe it.
+    static func summary(_ request: SendRequest, id: UUID, sentAt: Date, expiresAt: Date) -> JSONValue {
+        .object([
+            "id": .string(id.lowercasedString), "category": request.category.map(JSONValue.string) ?? .null,
+            "subject": request.subject.map(JSONValue.string) ?? .null,
+            "sentAt": .string(Timestamp.format(sentAt)), "expiresAt": .string(Timestamp.format(expiresAt)),
+        ])
+    }
+}
+
+/// A sent notification as a reply bound to it finds it, read under its row lock in the reply's
+/// transaction.
+public struct BoundNotification: Sendable, Equatable {
+    /// The notification's id.
+    public var id: UUID
+    /// How many replies act.
+    public var answers: AnswerPolicy
+    /// When replies stop counting.
+    public var expiresAt: Date?
+    /// Whether a reply answered it before (committed, or earlier in the same batch).
+    public var answered: Bool
+    /// Its collapse id.
+    public var collapseId: String
+    /// Its category and subject.
+    public var category: String?
+    /// What it is about.
+    public var subject: String?
+    /// When it was sent.
+    public var createdAt: Date
+    /// Webhook events asked for (`answered`, `expired`).
+    public var events: [String]
+    /// The replacing push's `aps`, when the send asked for one.
+    public var replacement: JSONObject?
+    /// The replying device's position and recipient (`nil` when the position is not one of the send's).
+    public var device: Int?
+    /// The replying device's recipient label.
+    public var recipient: String?
+    /// Every device of the send (read only when a replacement is asked for).
+    public var devices: [SendDevice]
+
+    /// Creates a bound notification.
+    public init(
+        id: UUID, answers: AnswerPolicy, expiresAt: Date?, answered: Bool, collapseId: String, category: String?,
+        subject: String?, createdAt: Date, events: [String], replacement: JSONObject?, device: Int?,
+        recipient: String?, devices: [SendDevice]
+    ) {
+        self.id = id
+        self.answers = answers
+        self.expiresAt = expiresAt
+        self.answered = answered
+        self.collapseId = collapseId
+        self.category = category
+        self.subject = subject
+        self.createdAt = createdAt
+        self.events = events
+        self.replacement = replacement
+        self.device = device
+        self.recipient = recipient
+        self.devices = devices
+    }
+
+    /// The follow-ups the answer that wins adds: a replacing push to every other device of the send, with
+    /// the notification's collapse id, and `notification.answered` when asked for.
+    func answerFollowUps(_ response: NotificationResponse, view: StoredResponseView) -> [PlannedFollowUp] {
+        var planned: [PlannedFollowUp] = []
+        if let replacement {
+            for (position, device) in devices.enumerated()
+            where position != self.device && device.deviceToken != response.deviceToken {
+                planned.append(
+                    PlannedFollowUp(
+                        ordinal: -100 - position, channel: .apns, delaySeconds: 0,
+                        payload: .object([
+                            "deviceToken": .string(device.deviceToken), "pushType": .string("alert"),
+                            "collapseId": .string(collapseId),
+                            "expiration": .integer(Int((expiresAt ?? view.receivedAt).timeIntervalSince1970)),
+                            "payload": .object(["aps": .object(replacement)]),
+                        ]), kind: .replace))
+            }
+        }
+        if events.contains("answered") {
+            var responseJSON = view.json.objectValue ?? JSONObject()
+            responseJSON["recipient"] = recipient.map(JSONValue.string) ?? .null
+            planned.append(
+                PlannedFollowUp(
+                    ordinal: -2, channel: .webhook, delaySeconds: 0,
+                    payload: .object([
+                        "url": .null,
+                        "body": .object([
+                            "type": .string("notification.answered"),
+                            "timestamp": .string(Timestamp.format(view.receivedAt)),
+                            "data": .object([
+                                "notification": .object([
+                                    "id": .string(id.lowercasedString),
+                                    "category": category.map(JSONValue.string) ?? .null,
+                                    "subject": subject.map(JSONValue.string) ?? .null,
+                                    "sentAt": .string(Timestamp.format(createdAt)),
+                                ]),
+                                "response": .object(responseJSON),
+                                "latencyMs": .integer(latencyMilliseconds(at: view.receivedAt)),
+                            ]),
+                        ]),
+                    ]), kind: .answered))
+        }
+        return planned
+    }
+
+    /// Milliseconds from the send to `date`.
+    public func latencyMilliseconds(at date: Date) -> Int {
+        max(0, Int((date.timeIntervalSince(createdAt) * 1000).rounded()))
+    }
+}

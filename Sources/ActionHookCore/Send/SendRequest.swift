@@ -1,0 +1,454 @@
+import Basics
+import Crypto
+import Foundation
+
+/// One device a notification is sent to: its APNs token and, optionally, who holds it (a user id).
+public struct SendDevice: Sendable, Equatable, Hashable {
+    /// The APNs device token, lowercase hex.
+    public var deviceToken: String
+    /// A label for the person or account behind the device, chosen by the app's backend.
+    public var recipient: String?
+
+    /// Creates a device.
+    public init(deviceToken: String, recipient: String? = nil) {
+        self.deviceToken = deviceToken
+        self.recipient = recipient
+    }
+
+    /// `{"deviceToken", "recipient"}`.
+    public var json: JSONValue {
+        .object(["deviceToken": .string(deviceToken), "recipient": recipient.map(JSONValue.string) ?? .null])
+    }
+}
+
+/// How many replies to a notification act.
+public enum AnswerPolicy: String, Sendable, Equatable {
+    /// The first reply acts; later ones are stored `superseded` and act on nothing.
+    case first
+    /// Every reply acts (the first one still marks the notification answered).
+    case each
+}
+
+/// One follow-up of a no-reply step.
+public enum NoReplyAction: Sendable, Equatable {
+    /// The same notification again to every device it went to, with its collapse id (it replaces the one shown).
+    case remind
+    /// A webhook: to `url`, or the app's endpoint; `body`, or a `notification.unanswered` event.
+    case webhook(url: String?, body: JSONValue?)
+    /// A push to other devices: `aps`, or the notification's own content.
+    case escalate(to: [SendDevice], aps: JSONObject?)
+}
+
+/// What happens when a notification is still unanswered `afterSeconds` after it was sent.
+public struct NoReplyStep: Sendable, Equatable {
+    /// Seconds after the send.
+    public var afterSeconds: Int
+    /// What it does.
+    public var actions: [NoReplyAction]
+
+    /// Creates a step.
+    public init(afterSeconds: Int, actions: [NoReplyAction]) {
+        self.afterSeconds = afterSeconds
+        self.actions = actions
+    }
+}
+
+/// The limits of a send request, documented in the README.
+public struct SendLimits: Sendable {
+    /// Devices per request (`to`, or the subject's devices).
+    public var maxDevices = 1000
+    /// No-reply steps per notification.
+    public var maxSteps = 10
+    /// Follow-ups per step.
+    public var maxActionsPerStep = 10
+    /// Devices an escalation may add, over every step.
+    public var maxEscalationDevices = 100
+    /// Longest time a notification may wait for a reply (`ttlSeconds`, `expiresAt`): 30 days, as APNs
+    /// keeps a push at most about that long.
+    public var maxTTLSeconds = 30 * 24 * 3600
+    /// Without `expiresAt` or `ttlSeconds`, a notification expires a day after it was sent.
+    public var defaultTTLSeconds = 24 * 3600
+    /// Length of `recipient`, `subject`, `collapseId` (APNs allows 64 bytes) and the category.
+    public var maxLabelLength = 64
+    /// The largest APNs payload, ActionHook's own key included.
+    public var maxPayloadBytes = FollowUpTemplate.maxPayloadBytes
+
+    /// The defaults.
+    public init() {}
+}
+
+/// A `POST /v1/apps/{app}/notifications` body, decoded and validated.
+public struct SendRequest: Sendable, Equatable {
+    /// The devices given (`to`); `nil` sends to the subject's known devices.
+    public var to: [SendDevice]?
+    /// The category (`aps.category`); must be one of the app's categories.
+    public var category: String?
+    /// The `aps` content without the category: alert, sound, badge, thread-id, interruption-level, …
+    public var aps: JSONObject
+    /// The app's own keys of the payload (beside `aps`).
+    public var userInfo: JSONObject
+    /// What the notification is about.
+    public var subject: String?
+    /// An absolute expiry, if given.
+    public var expiresAt: Date?
+    /// A relative expiry in seconds, if given.
+    public var ttlSeconds: Int?
+    /// `apns-priority`.
+    public var priority: Int?
+    /// `apns-push-type`: alert (default), or another type that the payload fits.
+    public var pushType: String
+    /// `apns-collapse-id`; the notification's id when absent.
+    public var collapseId: String?
+    /// How many replies act.
+    public var answers: AnswerPolicy
+    /// The `aps` of the push that replaces the notification on the other devices once it is answered,
+    /// or `nil`; `true` in the request means the default text.
+    public var replaceOnAnswer: JSONObject?
+    /// The no-reply steps, in order of `afterSeconds`.
+    public var onNoReply: [NoReplyStep]
+    /// The webhook events asked for besides the steps' own: `answered`, `expired`.
+    public var events: [String]
+    /// The SHA-256 of the body as sent, to tell a replay from another body under the same key.
+    public var requestHash: [UInt8]
+
+    /// The default replacement shown on the other devices once one device answered.
+    public static let defaultReplacement: JSONObject = [
+        "alert": .object(["title": .string("Answered"), "body": .string("Answered on another device")])
+    ]
+
+    /// The webhook events a send can ask for.
+    public static let eventNames: Set<String> = ["answered", "expired"]
+    /// Push types a notification may use.
+    static let pushTypes: Set<String> = ["alert", "background", "voip", "complication", "fileprovider", "mdm"]
+    /// The `aps` members a send may set (the category comes from `category`).
+    static let apsMembers: Set<String> = [
+        "alert", "badge", "sound", "thread-id", "content-available", "mutable-content", "target-content-id",
+        "interruption-level", "relevance-score", "filter-criteria", "stale-date", "content-state", "timestamp",
+        "event", "dismissal-date",
+    ]
+
+    /// Decodes a send body. Every problem is collected: wrong types are 400s, broken rules 422s, each
+    /// with its pointer. The category's existence is checked by the caller, which knows the app.
+    public static func decode(_ body: JSONValue, limits: SendLimits = SendLimits(), now: Date) throws(ValidationFailure)
+        -> SendRequest
+    {
+        var diagnostics = Diagnostics()
+        guard var reader = ObjectReader.root(body, &diagnostics) else {
+            try diagnostics.check()
+            preconditionFailure("a non-object body is always a shape error")
+        }
+        var to: [SendDevice]?
+        if let elements = reader.array("to", &diagnostics) {
+            to = devices(elements, at: "/to", limits: limits, &diagnostics)
+            if elements.isEmpty { diagnostics.invalid("/to", "must name at least one device") }
+            if elements.count > limits.maxDevices {
+                diagnostics.invalid("/to", "must name at most \(limits.maxDevices) devices")
+            }
+        }
+        let category = reader.string("category", &diagnostics)
+        if let category { diagnostics.checkLength(category, "/category", max: limits.maxLabelLength) }
+        var aps = reader.object("aps", &diagnostics) ?? JSONObject()
+        for key in aps.keys where !apsMembers.contains(key) {
+            diagnostics.invalid(
+                JSONPointer.appending(key, to: "/aps"),
+                key == "category" ? "is set from /category" : "is not an aps member a send may set")
+        }
+        aps = JSONObject(aps.members.filter { apsMembers.contains($0.key) })
+        let userInfo = reader.object("userInfo", &diagnostics) ?? JSONObject()
+        for key in ["aps", NotificationKey.member] where userInfo[key] != nil {
+            diagnostics.invalid(JSONPointer.appending(key, to: "/userInfo"), "is set by the server")
+        }
+        let subject = reader.string("subject", &diagnostics)
+        if let subject { diagnostics.checkLength(subject, "/subject", max: 256) }
+        if to == nil && subject == nil && !reader.has("to") {
+            diagnostics.invalid("/to", "is required unless subject names whose devices to send to")
+        }
+        var expiresAt: Date?
+        if let text = reader.string("expiresAt", &diagnostics) {
+            if let date = Timestamp.parse(text).flatMap(Timestamp.toTheMillisecond) {
+                expiresAt = date
+                if date <= now {
+                    diagnostics.invalid("/expiresAt", "must be in the future")
+                } else if date.timeIntervalSince(now) > Double(limits.maxTTLSeconds) {
+                    diagnostics.invalid("/expiresAt", "must be at most \(limits.maxTTLSeconds) seconds ahead")
+                }
+            } else {
+                diagnostics.malformed("/expiresAt", "must be an RFC 3339 time with an offset")
+            }
+        }
+        let ttlSeconds = reader.integer("ttlSeconds", in: 1...limits.maxTTLSeconds, &diagnostics)
+        if reader.has("expiresAt") && reader.has("ttlSeconds") {
+            diagnostics.invalid("/ttlSeconds", "must not be combined with expiresAt")
+        }
+        let priority = reader.integer("priority", in: 1...10, &diagnostics)
+        if let priority, ![1, 5, 10].contains(priority) { diagnostics.invalid("/priority", "must be 1, 5 or 10") }
+        let pushType = reader.string("pushType", &diagnostics) ?? "alert"
+        if !pushTypes.contains(pushType) {
+            diagnostics.invalid("/pushType", "must be one of \(pushTypes.sorted().joined(separator: ", "))")
+        }
+        let collapseId = reader.string("collapseId", &diagnostics)
+        if let collapseId, collapseId.isEmpty || collapseId.utf8.count > limits.maxLabelLength {
+            diagnostics.invalid("/collapseId", "must be 1 to \(limits.maxLabelLength) bytes")
+        }
+        var answers = AnswerPolicy.first
+        if let text = reader.string("answers", &diagnostics) {
+            if let policy = AnswerPolicy(rawValue: text) {
+                answers = policy
+            } else {
+                diagnostics.invalid("/answers", "must be first or each")
+            }
+        }
+        var replaceOnAnswer: JSONObject?
+        if let value = reader.raw("replaceOnAnswer"), !value.isNull {
+            switch value {
+            case .bool(let on): replaceOnAnswer = on ? defaultReplacement : nil
+            case .object(let object):
+                var replacement = ObjectReader(object, at: "/replaceOnAnswer")
+                replaceOnAnswer = replacement.object("aps", &diagnostics) ?? defaultReplacement
+                replacement.reportUnknown(&diagnostics)
+            default: diagnostics.wrongType("/replaceOnAnswer", expected: "a boolean or an object")
+            }
+            if replaceOnAnswer != nil && answers == .each {
+                diagnostics.invalid("/replaceOnAnswer", "needs answers: first (with each, every device may answer)")
+            }
+        }
+        var steps: [NoReplyStep] = []
+        if let elements = reader.array("onNoReply", &diagnostics) {
+            if elements.count > limits.maxSteps {
+                diagnostics.invalid("/onNoReply", "must have at most \(limits.maxSteps) steps")
+            }
+            var escalated = 0
+            for (index, element) in elements.enumerated() {
+                let pointer = JSONPointer.appending(index, to: "/onNoReply")
+                if let step = Self.step(element, at: pointer, limits: limits, &diagnostics) {
+                    escalated += step.actions.reduce(0) {
+                        if case .escalate(let devices, _) = $1 { return $0 + devices.count }
+                        return $0
+                    }
+                    if let previous = steps.last, step.afterSeconds <= previous.afterSeconds {
+                        diagnostics.invalid(
+                            JSONPointer.appending("afterSeconds", to: pointer), "must be later than the step before")
+                    }
+                    steps.append(step)
+                }
+            }
+            if escalated > limits.maxEscalationDevices {
+                diagnostics.invalid("/onNoReply", "must escalate to at most \(limits.maxEscalationDevices) devices")
+            }
+        }
+        var events: [String] = []
+        if let names = reader.strings("webhookEvents", &diagnostics) {
+            for (index, name) in names.enumerated() where !eventNames.contains(name) {
+                diagnostics.invalid(
+                    JSONPointer.appending(index, to: "/webhookEvents"), "must be one of answered, expired")
+            }
+            events = Array(Set(names).intersection(eventNames)).sorted()
+        }
+        reader.reportUnknown(&diagnostics)
+        try diagnostics.check()
+
+        let request = SendRequest(
+            to: to, category: category, aps: aps, userInfo: userInfo, subject: subject, expiresAt: expiresAt,
+            ttlSeconds: ttlSeconds, priority: priority, pushType: pushType, collapseId: collapseId, answers: answers,
+            replaceOnAnswer: replaceOnAnswer, onNoReply: steps, events: events,
+            requestHash: SHA256.hash(data: Array(body.jsonBytes)).withUnsafeBytes { Array($0) })
+        try request.checkPayloadSize(limits: limits)
+        return request
+    }
+
+    /// When the notification expires, for a send at `now`.
+    public func expiry(now: Date, limits: SendLimits = SendLimits()) -> Date {
+        expiresAt ?? now.addingTimeInterval(TimeInterval(ttlSeconds ?? limits.defaultTTLSeconds))
+    }
+
+    /// Every device an escalation adds, in step order.
+    public var escalationDevices: [SendDevice] {
+        onNoReply.flatMap { step in
+            step.actions.flatMap { action -> [SendDevice] in
+                if case .escalate(let devices, _) = action { return devices }
+                return []
+            }
+        }
+    }
+
+    /// Refuses a push that would exceed APNs's limit once ActionHook's key is added (422 at `/aps`),
+    /// measured with the longest recipient label and the largest values the key can take.
+    func checkPayloadSize(limits: SendLimits) throws(ValidationFailure) {
+        let longest = ((to ?? []) + escalationDevices).compactMap(\.recipient).max { $0.utf8.count < $1.utf8.count }
+        let key = NotificationKey(
+            notificationID: UUID(), device: limits.maxDevices + limits.maxEscalationDevices, recipient: longest,
+            expiresAt: Date(timeIntervalSince1970: 9_999_999_999))
+        let payloads = [apnsPayload(aps: aps, key: key)]
+            + escalationApsList.map { apnsPayload(aps: $0, key: key) }
+            + (replaceOnAnswer.map { [apnsPayload(aps: $0, key: nil)] } ?? [])
+        if let size = payloads.map(\.jsonByteCount).max(), size > limits.maxPayloadBytes {
+            throw .invalid([
+                FieldError(
+                    pointer: "/aps",
+                    detail:
+                        "the push must be at most \(limits.maxPayloadBytes) bytes with ActionHook's key added (it would be \(size))"
+                )
+            ])
+        }
+    }
+
+    private var escalationApsList: [JSONObject] {
+        onNoReply.flatMap { step in
+            step.actions.compactMap { action -> JSONObject? in
+                if case .escalate(_, let aps?) = action { return aps }
+                return nil
+            }
+        }
+    }
+
+    /// The APNs payload: `aps` with the category, the app's `userInfo` keys, and ActionHook's key.
+    public func apnsPayload(aps: JSONObject, key: NotificationKey?) -> JSONValue {
+        var apsObject = aps
+        if let category, apsObject["category"] == nil { apsObject["category"] = .string(category) }
+        var payload: JSONObject = ["aps": .object(apsObject)]
+        for member in userInfo.members { payload[member.key] = member.value }
+        if let key { payload[NotificationKey.member] = key.json }
+        return .object(payload)
+    }
+
+    static func devices(
+        _ elements: [JSONValue], at pointer: String, limits: SendLimits, _ diagnostics: inout Diagnostics
+    ) -> [SendDevice] {
+        var devices: [SendDevice] = []
+        var seen = Set<String>()
+        for (index, element) in elements.enumerated() {
+            let elementPointer = JSONPointer.appending(index, to: pointer)
+            var token: String?
+            var recipient: String?
+            switch element {
+            case .string(let text): token = text
+            case .object(let object):
+                var reader = ObjectReader(object, at: elementPointer)
+                token = reader.string("deviceToken", &diagnostics)
+                recipient = reader.string("recipient", &diagnostics)
+                if token == nil && !reader.has("deviceToken") {
+                    diagnostics.invalid(JSONPointer.appending("deviceToken", to: elementPointer), "is required")
+                }
+                reader.reportUnknown(&diagnostics)
+            default:
+                diagnostics.wrongType(elementPointer, expected: "a device token or {deviceToken, recipient}")
+            }
+            if let recipient {
+                diagnostics.checkLength(
+                    recipient, JSONPointer.appending("recipient", to: elementPointer), max: limits.maxLabelLength)
+            }
+            guard let token else { continue }
+            guard let hasUpperCase = NotificationResponse.deviceTokenCase(token) else {
+                diagnostics.invalid(
+                    element.stringValue == nil ? JSONPointer.appending("deviceToken", to: elementPointer) : elementPointer,
+                    "must be hexadecimal with an even length of 16 to 200 characters")
+                continue
+            }
+            let normalised = hasUpperCase ? token.lowercased() : token
+            guard seen.insert(normalised).inserted else {
+                diagnostics.invalid(elementPointer, "names a device already listed")
+                continue
+            }
+            devices.append(SendDevice(deviceToken: normalised, recipient: recipient))
+        }
+        return devices
+    }
+
+    static func step(_ value: JSONValue, at pointer: String, limits: SendLimits, _ diagnostics: inout Diagnostics)
+        -> NoReplyStep?
+    {
+        guard let object = value.objectValue else {
+            diagnostics.wrongType(pointer, expected: "an object")
+            return nil
+        }
+        var reader = ObjectReader(object, at: pointer)
+        let after = reader.integer("afterSeconds", in: 1...limits.maxTTLSeconds, &diagnostics)
+        if after == nil && !reader.has("afterSeconds") {
+            diagnostics.invalid(reader.pointer("afterSeconds"), "is required")
+        }
+        var actions: [NoReplyAction] = []
+        let elements = reader.array("followUps", &diagnostics) ?? []
+        if elements.isEmpty { diagnostics.invalid(reader.pointer("followUps"), "must have at least one follow-up") }
+        if elements.count > limits.maxActionsPerStep {
+            diagnostics.invalid(reader.pointer("followUps"), "must have at most \(limits.maxActionsPerStep) follow-ups")
+        }
+        for (index, element) in elements.enumerated() {
+            let actionPointer = JSONPointer.appending(index, to: reader.pointer("followUps"))
+            guard let actionObject = element.objectValue else {
+                diagnostics.wrongType(actionPointer, expected: "an object")
+                continue
+            }
+            var actionReader = ObjectReader(actionObject, at: actionPointer)
+            switch actionReader.string("type", &diagnostics) {
+            case "remind"?:
+                actions.append(.remind)
+            case "webhook"?:
+                let url = actionReader.string("url", &diagnostics)
+                if let url, !WebhookURL.isWellFormed(url) {
+                    diagnostics.invalid(actionReader.pointer("url"), "must be an absolute http or https URL")
+                }
+                actions.append(.webhook(url: url, body: actionReader.raw("body").flatMap { $0.isNull ? nil : $0 }))
+            case "escalate"?:
+                let devices = devices(
+                    actionReader.array("to", &diagnostics) ?? [], at: actionReader.pointer("to"), limits: limits,
+                    &diagnostics)
+                if devices.isEmpty && !actionReader.has("to") {
+                    diagnostics.invalid(actionReader.pointer("to"), "is required")
+                }
+                actions.append(.escalate(to: devices, aps: actionReader.object("aps", &diagnostics)))
+            case nil:
+                if !actionReader.has("type") { diagnostics.invalid(actionReader.pointer("type"), "is required") }
+            case let other?:
+                _ = other
+                diagnostics.invalid(actionReader.pointer("type"), "must be remind, webhook or escalate")
+            }
+            actionReader.reportUnknown(&diagnostics)
+        }
+        reader.reportUnknown(&diagnostics)
+        guard let after else { return nil }
+        return NoReplyStep(afterSeconds: after, actions: actions)
+    }
+}
+
+/// ActionHook's key in a sent push's `userInfo` (`"actionhook": {"n", "d", "r", "exp"}`): which
+/// notification, which of its devices, who holds it, and when it expires (UNIX seconds). A forwarded reply
+/// that carries it is bound to that notification, when it is one of the same app's.
+public struct NotificationKey: Sendable, Equatable {
+    /// The member of `userInfo` that holds the key.
+    public static let member = "actionhook"
+
+    /// The notification's id.
+    public var notificationID: UUID
+    /// The device's position in the send.
+    public var device: Int
+    /// The device's recipient label.
+    public var recipient: String?
+    /// When the notification expires.
+    public var expiresAt: Date
+
+    /// Creates a key.
+    public init(notificationID: UUID, device: Int, recipient: String?, expiresAt: Date) {
+        self.notificationID = notificationID
+        self.device = device
+        self.recipient = recipient
+        self.expiresAt = expiresAt
+    }
+
+    /// `{"n": id, "d": position, "r": recipient (when there is one), "exp": UNIX seconds}`.
+    public var json: JSONValue {
+        var object: JSONObject = ["n": .string(notificationID.lowercasedString), "d": .integer(device)]
+        if let recipient { object["r"] = .string(recipient) }
+        object["exp"] = .integer(Int(expiresAt.timeIntervalSince1970.rounded(.up)))
+        return .object(object)
+    }
+
+    /// The notification and device a reply's `userInfo` names, or `nil` when it carries no well-formed
+    /// key. What it says is only a claim: the store binds the reply only to a notification of the
+    /// reply's own app, and reads the recipient and expiry from what it stored.
+    public static func read(from userInfo: JSONObject) -> (notificationID: UUID, device: Int)? {
+        guard case .object(let key)? = userInfo[member], let text = key["n"]?.stringValue,
+            let id = UUID(uuidString: text), let device = key["d"]?.intValue, device >= 0
+        else { return nil }
+        return (id, device)
+    }
+}

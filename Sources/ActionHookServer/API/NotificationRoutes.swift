@@ -1,0 +1,86 @@
+import ActionHookCore
+import ActionHookStore
+import Basics
+import Foundation
+import MicroHTTPD
+
+/// `POST /v1/apps/{app}/notifications` (send), its receipts and list: the routes of the app's backend,
+/// authenticated with a server key of the app (scope `send`) or the admin token.
+extension APIContext {
+    /// A send names up to 1,000 devices with their labels and the push's content: 512 KiB is room
+    /// for that and little more.
+    static let sendBodyLimit = 512 * 1024
+
+    func registerNotificationRoutes(in router: inout Router) {
+        router.add(
+            .post, "/v1/apps/{app}/notifications", bodyLimit: Self.sendBodyLimit,
+            sender { request, appID in
+                let request_ = try SendRequest.decode(try request.jsonBody(), limits: sendLimits, now: Date())
+                if let category = request_.category, try ruleSet(appID: appID).categories[category] == nil {
+                    throw ValidationFailure.invalid([
+                        FieldError(pointer: "/category", detail: "is not one of the app's categories")
+                    ])
+                }
+                let key = try idempotencyKeyHeader(request)
+                switch try notifications.send(appID: appID, idempotencyKey: key, request: request_) {
+                case .created(let answer, let devices):
+                    metrics.notificationSent(appID: appID, devices: devices)
+                    return .json(202, answer)
+                case .replayed(let answer):
+                    return .json(200, answer, headers: ["Idempotent-Replayed": "true"])
+                }
+            })
+        router.add(
+            .get, "/v1/apps/{app}/notifications",
+            sender { request, appID in
+                var status: NotificationStatus?
+                if let text = request.queryValue("status"), !text.isEmpty {
+                    guard let value = NotificationStatus(rawValue: text) else {
+                        throw APIError.badRequest(
+                            "The status query parameter must be pending, answered, unanswered or expired.")
+                    }
+                    status = value
+                }
+                let filter = NotificationFilter(
+                    status: status, subject: request.queryValue("subject").flatMap { $0.isEmpty ? nil : $0 },
+                    category: request.queryValue("category").flatMap { $0.isEmpty ? nil : $0 },
+                    since: try request.timeQuery("since"))
+                let paging = try request.pageRequest()
+                let page = try notifications.list(
+                    appID: appID, filter: filter, PageRequest(limit: paging.limit, cursor: paging.cursor))
+                return .list(page.items, nextCursor: page.nextCursor)
+            })
+        router.add(
+            .get, "/v1/apps/{app}/notifications/{notificationId}",
+            sender { request, appID in
+                let id = try request.uuidParameter("notificationId", what: "notification")
+                guard let receipt = try notifications.receipt(appID: appID, id: id) else {
+                    throw APIError.notFound("notification")
+                }
+                return .json(200, receipt)
+            })
+    }
+
+    /// A handler for the send routes: the app's server key or the admin token, then the app must exist.
+    func sender(_ body: @escaping @Sendable (HTTPRequest, String) throws -> HTTPResponse)
+        -> @Sendable (HTTPRequest)
+        -> HTTPResponse
+    {
+        endpoint { request in
+            let appID = request.parameter("app")
+            guard Slug.isValid(appID) else { throw APIError.notFound("app") }
+            try auth.requireSender(request, appID: appID)
+            guard try apps.app(appID) != nil else { throw APIError.notFound("app") }
+            return try body(request, appID)
+        }
+    }
+
+    /// The `Idempotency-Key` header (1–255 visible ASCII characters), or `nil`.
+    func idempotencyKeyHeader(_ request: HTTPRequest) throws -> String? {
+        guard let header = request.headers["idempotency-key"] else { return nil }
+        guard (1...255).contains(header.utf8.count), header.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw APIError.badRequest("The Idempotency-Key header must be 1 to 255 visible ASCII characters.")
+        }
+        return header
+    }
+}

@@ -1,0 +1,359 @@
+import ActionHookCore
+import Foundation
+import Postgres
+
+/// The result of a send: the stored answer, new or replayed.
+public enum SendResult: Sendable, Equatable {
+    /// The notification was stored now, with its pushes and no-reply steps.
+    case created(JSONValue, devices: Int)
+    /// The same key and body were sent before; the answer is the one given then.
+    case replayed(JSONValue)
+}
+
+/// A notification's state, derived from what is stored and the database's clock.
+public enum NotificationStatus: String, Sendable, CaseIterable {
+    /// Sent; no reply yet, no step due yet, not expired.
+    case pending
+    /// A reply answered it.
+    case answered
+    /// No reply, and its first no-reply step came due.
+    case unanswered
+    /// No reply before `expiresAt`.
+    case expired
+}
+
+/// Filters of the notification list.
+public struct NotificationFilter: Sendable {
+    /// Only notifications in this state.
+    public var status: NotificationStatus?
+    /// Only those about this subject.
+    public var subject: String?
+    /// Only those of this category.
+    public var category: String?
+    /// Only those sent at or after this time.
+    public var since: Date?
+
+    /// Creates a filter.
+    public init(status: NotificationStatus? = nil, subject: String? = nil, category: String? = nil, since: Date? = nil) {
+        self.status = status
+        self.subject = subject
+        self.category = category
+        self.since = since
+    }
+}
+
+/// Sent notifications: the send's transaction, receipts and the list.
+///
+/// A send writes the notification, one push per device and every row of its no-reply steps and expiry in
+/// one transaction, so a reply can never arrive before the steps it must cancel exist. Idempotent per
+/// (app, `Idempotency-Key`): the same key and body answer the stored answer again; the same key with
+/// another body is ``StoreError/idempotencyKeyReused``; the same key while the first send is still in
+/// its transaction is ``StoreError/idempotencyKeyInFlight``.
+public struct NotificationStore: Sendable {
+    let pool: Database
+    let limits: SendLimits
+
+    /// Creates the store over a pool.
+    public init(pool: PostgresPool, limits: SendLimits = SendLimits()) {
+        self.pool = Database(pool)
+        self.limits = limits
+    }
+
+    /// Sends `request` for `appID`: stores it and its outbox rows, and wakes the workers at commit.
+    /// Without `to`, it goes to the devices that answered for its subject before (the newest reply per
+    /// device decides its recipient label); with none, ``StoreError/noDevices``.
+    public func send(appID: String, idempotencyKey: String?, request: SendRequest) throws -> SendResult {
+        try pool.pipelinedTransaction { send in
+            var reads = PipelinedReads()
+            let lockText = AppScoped(appID: appID, name: "notifications\u{1F}" + (idempotencyKey ?? "")).lockText
+            let keyLock = reads.add(
+                """
+                SELECT pg_try_advisory_xact_lock(hashtextextended(\(lockText), 0)) AS locked, now() AS now
+                """)
+            let appLock = reads.add(
+                """
+                SELECT pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(\(appID))) AS shared,
+                    EXISTS (SELECT 1 FROM apps WHERE id = \(appID)) AS present
+                """)
+            let stored = reads.add(
+                """
+                SELECT request_hash, answer FROM notifications
+                WHERE app_id = \(appID) AND idempotency_key = \(idempotencyKey)
+                """)
+            let subjectDevices =
+                request.to == nil
+                ? reads.add(
+                    """
+                    SELECT device_token, recipient FROM (
+                        SELECT DISTINCT ON (device_token) device_token, recipient, received_at FROM responses
+                        WHERE app_id = \(appID) AND subject = \(request.subject) AND device_token IS NOT NULL
+                        ORDER BY device_token, received_at DESC
+                    ) AS d
+                    ORDER BY received_at DESC
+                    LIMIT \(limits.maxDevices)
+                    """)
+                : nil
+            let read = PipelinedReads.Results(rows: try send(reads.queries))
+            guard try read[appLock][0].decode("shared", as: Bool.self) else { throw StoreError.appBeingDeleted }
+            guard try read[appLock][0].decode("present", as: Bool.self) else { throw StoreError.notFound }
+            if idempotencyKey != nil {
+                guard try read[keyLock][0].decode("locked", as: Bool.self) else {
+                    throw StoreError.idempotencyKeyInFlight
+                }
+                if let row = read[stored].first {
+                    guard SecretToken.constantTimeEquals(try row.decode("request_hash"), request.requestHash) else {
+                        throw StoreError.idempotencyKeyReused
+                    }
+                    let answer = try JSONParser.parse(try row.decode("answer", as: PostgresJSON.self).text)
+                    return (.replayed(answer), [])
+                }
+            }
+            let now: Date = try read[keyLock][0].decode("now")
+            var devices = request.to ?? []
+            if let subjectDevices {
+                devices = try read[subjectDevices].map {
+                    SendDevice(deviceToken: try $0.decode("device_token"), recipient: try $0.decode("recipient"))
+                }
+            }
+            guard !devices.isEmpty else { throw StoreError.noDevices }
+            let plan = SendPlan(request, devices: devices, id: UUID.timeOrdered(at: now), now: now, limits: limits)
+            return (.created(plan.answer, devices: plan.devices.count), Self.writes(appID, idempotencyKey, request, plan))
+        }
+    }
+
+    /// The statements that write a planned send: the notification, its outbox rows, and the wake-up.
+    static func writes(_ appID: String, _ key: String?, _ request: SendRequest, _ plan: SendPlan) -> [PostgresQuery] {
+        var rows = JSONRecords(capacity: plan.rows.count * 512)
+        for row in plan.rows {
+            rows.beginRecord()
+            rows.add("id", row.id)
+            rows.add("kind", row.kind.rawValue)
+            rows.add("ordinal", row.ordinal)
+            rows.add("step", row.step.map(String.init))
+            rows.add("channel", row.channel.rawValue)
+            rows.add("device_token", row.deviceToken)
+            rows.add("payload", row.payload)
+            rows.add("due_at", row.dueAt)
+            rows.endRecord()
+        }
+        let replacement = request.replaceOnAnswer.map { PostgresJSON(JSONValue.object($0).jsonText) }
+        let steps = JSONValue.array(
+            request.onNoReply.indices.map {
+                .object([
+                    "afterSeconds": .integer(request.onNoReply[$0].afterSeconds),
+                    "dueAt": .string(Timestamp.format(plan.stepDueTimes[$0])),
+                ])
+            })
+        return [
+            """
+            INSERT INTO notifications (app_id, id, idempotency_key, request_hash, category, subject, answers,
+                collapse_id, replace_on_answer, events, devices, steps, silence_at, expires_at, created_at, answer)
+            VALUES (\(appID), \(plan.notificationID), \(key), \(request.requestHash), \(request.category),
+                \(request.subject), \(request.answers.rawValue), \(plan.collapseId), \(replacement)::jsonb,
+                \(request.events)::text[], \(PostgresJSON(plan.devicesJSON.jsonText))::jsonb,
+                \(PostgresJSON(steps.jsonText))::jsonb, \(plan.silenceAt), \(plan.expiresAt), now(),
+                \(PostgresJSON(plan.answer.jsonText))::json)
+            """,
+            """
+            WITH inserted AS (
+                INSERT INTO followups (app_id, id, notification_id, kind, ordinal, step, channel, device_token,
+                    payload, due_at, status)
+                SELECT \(appID), f.id, \(plan.notificationID), f.kind, f.ordinal, f.step, f.channel, f.device_token,
+                    f.payload, f.due_at, 'pending'
+                FROM jsonb_to_recordset(\(PostgresJSON(rows.text))::jsonb) AS f(
+                    id uuid, kind text, ordinal integer, step integer, channel text, device_token text, payload jsonb,
+                    due_at timestamptz)
+                RETURNING 1
+            )
+            SELECT pg_notify(\(Channels.followUps), \(appID)) WHERE EXISTS (SELECT 1 FROM inserted)
+            """,
+        ]
+    }
+
+    /// A notification's receipt, or `nil`: what was sent to each device and what APNs said, the reply
+    /// that won and its latency, the replies it superseded, and each no-reply step's follow-ups.
+    public func receipt(appID: String, id: UUID) throws -> JSONValue? {
+        try pool.withConnection { connection -> JSONValue? in
+            let found = try connection.query(
+                """
+                SELECT \(unsafeSQL: Self.columns) FROM notifications n WHERE app_id = \(appID) AND id = \(id)
+                """)
+            guard let row = found.first else { return nil }
+            guard case .object(var receipt) = try Self.summary(row) else { return nil }
+            let followUps = try connection.query(
+                """
+                SELECT f.id, f.kind, f.ordinal, f.step, f.channel, f.status, f.attempt, f.due_at, f.last_error,
+                    f.device_token, a.http_status, a.error_class, a.finished_at,
+                    EXISTS (SELECT 1 FROM devices d WHERE d.app_id = f.app_id AND d.token = f.device_token
+                        AND d.status = 'dead') AS device_dead
+                FROM followups f
+                LEFT JOIN LATERAL (
+                    SELECT http_status, error_class, finished_at FROM delivery_attempts a
+                    WHERE a.app_id = f.app_id AND a.followup_id = f.id ORDER BY a.attempt DESC LIMIT 1
+                ) AS a ON true
+                WHERE f.app_id = \(appID) AND f.notification_id = \(id)
+                ORDER BY f.kind, f.step NULLS FIRST, f.ordinal
+                """)
+            var byID: [UUID: JSONValue] = [:]
+            var steps: [Int: [JSONValue]] = [:]
+            var others: [JSONValue] = []
+            for followUp in followUps {
+                let view = try Self.followUpView(followUp)
+                let followUpID: UUID = try followUp.decode("id")
+                byID[followUpID] = view
+                let kind: String = try followUp.decode("kind")
+                if kind == "step", let step: Int = try followUp.decode("step") {
+                    steps[step, default: []].append(view)
+                } else if kind != "push" {
+                    others.append(view)
+                }
+            }
+            let deviceList = try JSONParser.parse(try row.decode("devices", as: PostgresJSON.self).text)
+            receipt["devices"] = .array(
+                (deviceList.arrayValue ?? []).map { device in
+                    guard case .object(var object) = device else { return device }
+                    if let text = object["followUpId"]?.stringValue, let followUpID = UUID(uuidString: text) {
+                        object["push"] = byID[followUpID] ?? .null
+                    }
+                    return .object(object)
+                })
+            let stepList = try JSONParser.parse(try row.decode("steps", as: PostgresJSON.self).text)
+            receipt["steps"] = .array(
+                (stepList.arrayValue ?? []).enumerated().map { index, step in
+                    guard case .object(var object) = step else { return step }
+                    let views = steps[index] ?? []
+                    object["followUps"] = .array(views)
+                    object["fired"] = .bool(
+                        views.contains { ["delivered", "running", "retrying", "dead", "skipped"].contains($0.value(atPath: "status")?.stringValue ?? "") })
+                    return .object(object)
+                })
+            receipt["otherFollowUps"] = .array(others)
+            let replies = try connection.query(
+                """
+                SELECT r.id, r.action_identifier, r.outcome, r.device_token, r.recipient, r.user_text IS NOT NULL AS has_text,
+                    r.received_at, r.rule_id,
+                    (extract(epoch FROM r.received_at - n.created_at) * 1000)::bigint AS latency_ms
+                FROM responses r JOIN notifications n ON n.app_id = r.app_id AND n.id = r.notification_id
+                WHERE r.app_id = \(appID) AND r.notification_id = \(id)
+                ORDER BY r.received_at, r.id
+                """)
+            let winner: UUID? = try row.decode("answered_response_id")
+            var superseded: [JSONValue] = []
+            var other: [JSONValue] = []
+            receipt["answer"] = .null
+            for reply in replies {
+                let replyID: UUID = try reply.decode("id")
+                let view: JSONValue = .object([
+                    "responseId": .string(replyID.lowercasedString),
+                    "actionIdentifier": .string(try reply.decode("action_identifier")),
+                    "outcome": .string(try reply.decode("outcome")),
+                    "ruleId": (try reply.decode("rule_id", as: String?.self)).map(JSONValue.string) ?? .null,
+                    "deviceToken": (try reply.decode("device_token", as: String?.self)).map(JSONValue.string) ?? .null,
+                    "recipient": (try reply.decode("recipient", as: String?.self)).map(JSONValue.string) ?? .null,
+                    "receivedAt": .string(Timestamp.format(try reply.decode("received_at"))),
+                    "latencyMs": .integer(try reply.decode("latency_ms")),
+                ])
+                if replyID == winner {
+                    receipt["answer"] = view
+                } else if try reply.decode("outcome", as: String.self) == Outcome.superseded.rawValue {
+                    superseded.append(view)
+                } else {
+                    other.append(view)
+                }
+            }
+            receipt["superseded"] = .array(superseded)
+            receipt["otherReplies"] = .array(other)
+            return .object(receipt)
+        }
+    }
+
+    /// The notifications of an app, newest first, one page at a time.
+    public func list(appID: String, filter: NotificationFilter, _ page: PageRequest) throws -> Page<JSONValue> {
+        let after = try page.cursor.map(Cursor.timeAndID)
+        let afterTime = after?.time
+        let afterID = after?.id
+        let rows = try pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT \(unsafeSQL: Self.columns) FROM notifications n
+                WHERE app_id = \(appID)
+                    AND (\(filter.subject)::text IS NULL OR subject = \(filter.subject))
+                    AND (\(filter.category)::text IS NULL OR category = \(filter.category))
+                    AND (\(filter.since)::timestamptz IS NULL OR created_at >= \(filter.since))
+                    AND (\(filter.status?.rawValue)::text IS NULL OR \(unsafeSQL: Self.statusSQL) = \(filter.status?.rawValue))
+                    AND (\(afterTime)::timestamptz IS NULL OR (created_at, id) < (\(afterTime)::timestamptz, \(afterID)::uuid))
+                ORDER BY created_at DESC, id DESC
+                LIMIT \(page.limit + 1)
+                """)
+        }
+        let items = try rows.prefix(page.limit).map(Self.summary)
+        var next: String?
+        if rows.count > page.limit {
+            let last = rows[page.limit - 1]
+            next = Cursor([try last.decode("created_at_text"), (try last.decode("id", as: UUID.self)).lowercasedString])
+                .encoded
+        }
+        return Page(items: items, nextCursor: next)
+    }
+
+    /// A notification's state from its columns and the database's clock.
+    static let statusSQL: StaticString = """
+        CASE WHEN n.answered_at IS NOT NULL THEN 'answered'
+            WHEN n.expires_at <= now() THEN 'expired'
+            WHEN n.silence_at <= now() THEN 'unanswered'
+            ELSE 'pending' END
+        """
+
+    static let columns: StaticString = """
+        n.id, n.category, n.subject, n.answers, n.collapse_id, n.events, n.devices, n.steps, n.expires_at,
+        n.created_at, n.answered_at, n.answered_response_id, n.replace_on_answer IS NOT NULL AS replaces,
+        to_char(n.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at_text,
+        jsonb_array_length(n.devices) AS device_count,
+        CASE WHEN n.answered_at IS NOT NULL THEN 'answered'
+            WHEN n.expires_at <= now() THEN 'expired'
+            WHEN n.silence_at <= now() THEN 'unanswered'
+            ELSE 'pending' END AS status
+        """
+
+    static func summary(_ row: PostgresRow) throws -> JSONValue {
+        let answeredAt: Date? = try row.decode("answered_at")
+        let answeredBy: UUID? = try row.decode("answered_response_id")
+        return .object([
+            "id": .string((try row.decode("id", as: UUID.self)).lowercasedString),
+            "status": .string(try row.decode("status")),
+            "category": (try row.decode("category", as: String?.self)).map(JSONValue.string) ?? .null,
+            "subject": (try row.decode("subject", as: String?.self)).map(JSONValue.string) ?? .null,
+            "answers": .string(try row.decode("answers")),
+            "collapseId": .string(try row.decode("collapse_id")),
+            "replaceOnAnswer": .bool(try row.decode("replaces")),
+            "webhookEvents": .array((try row.decode("events", as: [String].self)).map(JSONValue.string)),
+            "devices": .integer(try row.decode("device_count")),
+            "createdAt": .string(Timestamp.format(try row.decode("created_at"))),
+            "expiresAt": (try row.decode("expires_at", as: Date?.self)).map { .string(Timestamp.format($0)) } ?? .null,
+            "answeredAt": answeredAt.map { .string(Timestamp.format($0)) } ?? .null,
+            "answeredBy": answeredBy.map { .string($0.lowercasedString) } ?? .null,
+        ])
+    }
+
+    static func followUpView(_ row: PostgresRow) throws -> JSONValue {
+        var object: JSONObject = [
+            "id": .string((try row.decode("id", as: UUID.self)).lowercasedString),
+            "kind": .string(try row.decode("kind")),
+            "channel": .string(try row.decode("channel")),
+            "status": .string(try row.decode("status")),
+            "attempts": .integer(try row.decode("attempt")),
+            "dueAt": .string(Timestamp.format(try row.decode("due_at"))),
+        ]
+        if let token: String = try row.decode("device_token") {
+            object["deviceToken"] = .string(token)
+            object["deviceDead"] = .bool(try row.decode("device_dead"))
+        }
+        object["httpStatus"] = (try row.decode("http_status", as: Int?.self)).map(JSONValue.integer) ?? .null
+        object["reason"] =
+            (try row.decode("error_class", as: String?.self) ?? row.decode("last_error", as: String?.self))
+            .map(JSONValue.string) ?? .null
+        object["finishedAt"] =
+            (try row.decode("finished_at", as: Date?.self)).map { .string(Timestamp.format($0)) } ?? .null
+        return .object(object)
+    }
+}
