@@ -276,7 +276,7 @@ public struct Apps: ParsableCommand {
 public struct Keys: ParsableCommand {
     /// The command's description.
     public static let configuration = CommandConfiguration(
-        abstract: "Create and revoke an app's ingest keys.", subcommands: [Create.self, Revoke.self])
+        abstract: "Create and revoke an app's ingest and server keys.", subcommands: [Create.self, Revoke.self])
 
     /// Creates the command.
     public init() {}
@@ -285,10 +285,15 @@ public struct Keys: ParsableCommand {
     public struct Create: ParsableCommand {
         /// The command's description.
         public static let configuration = CommandConfiguration(
-            abstract: "Create an ingest key for an app and print it (the secret is shown once).")
+            abstract:
+                "Create an ingest key (the phone's) or a server key (--scope send, the backend's) and print it (the secret is shown once)."
+        )
 
         @Argument(help: "The app's id.")
         var app: String
+
+        @Option(help: "ingest (default): forwards replies; send: sends notifications and reads their receipts.")
+        var scope: String = "ingest"
 
         /// Creates the command.
         public init() {}
@@ -296,7 +301,7 @@ public struct Keys: ParsableCommand {
         /// Runs the command.
         public func run() throws {
             try withAdminClient { client in
-                try AdminCommands.createKey(appID: app, client: client, terminal: .standard)
+                try AdminCommands.createKey(appID: app, scope: scope, client: client, terminal: .standard)
             }
         }
     }
@@ -358,14 +363,19 @@ public enum AdminCommands {
         } while cursor != nil
     }
 
-    /// Creates an ingest key and prints its id and secret.
-    public static func createKey(appID: String, client: AdminClient, terminal: Terminal) throws {
-        let answer = try client.send("POST", AdminClient.path("apps", appID, "keys"))
+    /// Creates an ingest key (or, with scope `send`, a server key) and prints its id and secret.
+    public static func createKey(appID: String, scope: String = "ingest", client: AdminClient, terminal: Terminal)
+        throws
+    {
+        let answer = try client.send(
+            "POST", AdminClient.path("apps", appID, "keys"),
+            body: scope == "ingest" ? nil : .object(["scope": .string(scope)]))
         guard answer.status == 201, let key = answer.json?.objectValue else {
             throw refusal(answer, what: "app \(appID)")
         }
-        terminal.line("ingest key id: \(key["id"]?.stringValue ?? "?")")
-        terminal.line("ingest key secret (shown only now): \(key["secret"]?.stringValue ?? "?")")
+        let kind = scope == "ingest" ? "ingest key" : "server key"
+        terminal.line("\(kind) id: \(key["id"]?.stringValue ?? "?")")
+        terminal.line("\(kind) secret (shown only now): \(key["secret"]?.stringValue ?? "?")")
     }
 
     /// Revokes an ingest key.

@@ -408,6 +408,42 @@ struct ApplyCommandTests {
         #expect(tested.out.contains("body: See you at Tom's place"))
     }
 
+    @Test("send: the example to-do reminder is sent once per key, with its devices and steps; the receipt agrees")
+    func sendExample() throws {
+        let api = try TestAPI()
+        let examples = Repository.root.appendingPathComponent("examples")
+        _ = try Self.apply(api, [examples.appendingPathComponent("todo.yaml").path])
+        let path = examples.appendingPathComponent("send/todo-reminder.yaml").path
+        let sent = Output()
+        try NotificationSend.run(
+            path: path, appID: "acme-todo", idempotencyKey: "todo-1729", client: Self.client(api), terminal: sent.terminal)
+        #expect(sent.out.hasPrefix("sent notification "), "\(sent.out)")
+        #expect(sent.out.contains("devices: 3"))
+        #expect(sent.out.contains("(user-23)"))
+        #expect(sent.out.contains("no-reply step after 600 s"))
+        #expect(sent.out.contains("no-reply step after 3600 s"))
+        let id = try #require(sent.out.split(separator: "\n").first?.split(separator: " ").last.map(String.init))
+        let again = Output()
+        try NotificationSend.run(
+            path: path, appID: "acme-todo", idempotencyKey: "todo-1729", client: Self.client(api), terminal: again.terminal)
+        #expect(again.out.hasPrefix("already sent notification \(id)"))
+        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE kind = 'push'") == 2)
+        // Remind (2 devices), then the webhook and the escalation; the expiry webhook.
+        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE kind = 'step'") == 4)
+        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE kind = 'expiry'") == 1)
+        let receipt = try api.admin("GET", "/v1/apps/acme-todo/notifications/\(id)")
+        #expect(receipt.json["status"] as? String == "pending")
+        #expect((receipt.json["steps"] as? [[String: Any]])?.count == 2)
+
+        // A refusal names the file's line.
+        let folder = try Folder()
+        let bad = try folder.write("bad.yaml", "to:\n  - nothex\naps:\n  alert: hi\n")
+        #expect(throws: CLIError.self) {
+            try NotificationSend.run(
+                path: bad, appID: "acme-todo", idempotencyKey: nil, client: Self.client(api), terminal: Output().terminal)
+        }
+    }
+
     @Test("apps create and list; keys create and revoke")
     func appsAndKeys() throws {
         let api = try TestAPI()

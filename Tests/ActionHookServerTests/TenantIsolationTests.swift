@@ -25,7 +25,7 @@ struct TenantIsolationTests {
         let bIDs: [String: [String]] = [
             "keyId": [b.keyID, b.extraKeyID], "category": [b.category], "rule": [b.rule],
             "responseId": [b.responseID], "subject": [b.subject], "deviceToken": [Isolation.deviceToken("\(b.app)-1")],
-            "followUpId": [b.pendingFollowUpID, b.deadFollowUpID],
+            "followUpId": [b.pendingFollowUpID, b.deadFollowUpID], "notificationId": [b.notificationID],
         ]
         var covered = Set<String>()
         // A PUT of a category creates A's own category with B's id; it runs last so that the other
@@ -237,7 +237,9 @@ struct TenantIsolationTests {
         #expect(try Isolation.snapshot(api, app: a.app) == aBefore)
     }
 
-    @Test("ingest keys never authenticate admin routes (401), even on their own app; admin tokens do")
+    @Test(
+        "ingest keys never authenticate admin routes (401; 403 on the send routes), even on their own app; admin tokens do"
+    )
     func ingestKeysOnAdminRoutes() throws {
         let api = try TestAPI()
         let c = try Isolation.seedTenant(api, "tenant-c")
@@ -266,8 +268,11 @@ struct TenantIsolationTests {
                 let response = try api.call(
                     route.method, call.path, token: credential.isEmpty ? nil : credential, json: call.body,
                     headers: call.headers)
-                #expect(response.status == 401, "\(route) with an ingest key answered \(response.status)")
-                #expect(response.headers["www-authenticate"]?.hasPrefix("Bearer") == true)
+                // The send routes take an app's server key: a valid ingest key there is the wrong scope (403).
+                let wrongScope = route.pattern.contains("/notifications") && credential == c.key
+                #expect(
+                    response.status == (wrongScope ? 403 : 401), "\(route) with an ingest key answered \(response.status)")
+                if !wrongScope { #expect(response.headers["www-authenticate"]?.hasPrefix("Bearer") == true) }
             }
         }
         #expect(try Isolation.snapshot(api, app: c.app) == before)
@@ -299,6 +304,7 @@ private enum Isolation: ResponseHelpers {
         let subject: String
         let pendingFollowUpID: String
         let deadFollowUpID: String
+        let notificationID: String
     }
 
     /// A route from `service.routes`: method, pattern and its path parameters.
@@ -457,6 +463,14 @@ private enum Isolation: ResponseHelpers {
                 return Call(path: app + "/followups/\(tenant.deadFollowUpID)/retry", body: nil, expected: 200)
             case ("DELETE", "/v1/apps/{app}/followups/{followUpId}"):
                 return Call(path: app + "/followups/\(tenant.pendingFollowUpID)", body: nil, expected: 200)
+            case ("POST", "/v1/apps/{app}/notifications"):
+                return Call(
+                    path: app + "/notifications",
+                    body: json(["to": [Isolation.deviceToken("\(tenant.app)-3")], "aps": ["alert": "Hi"]]), expected: 202)
+            case ("GET", "/v1/apps/{app}/notifications"):
+                return Call(path: app + "/notifications?status=pending", body: nil, expected: 200)
+            case ("GET", "/v1/apps/{app}/notifications/{notificationId}"):
+                return Call(path: app + "/notifications/\(tenant.notificationID)", body: nil, expected: 200)
             case ("GET", "/v1/apps/{app}/stats"):
                 return Call(path: app + "/stats?window=24h", body: nil, expected: 200)
             default:
@@ -532,10 +546,21 @@ private enum Isolation: ResponseHelpers {
             "UPDATE followups SET status = 'dead' WHERE app_id = \(app) AND id = \(UUID(uuidString: dead)) RETURNING id"
         )
         guard marked.count == 1 else { throw TestClientError(description: "could not mark \(dead) dead") }
+        // A sent notification, answered by the first device (so a reply, its push and a no-reply step exist).
+        let sent = try api.admin(
+            "POST", "/v1/apps/\(app)/notifications",
+            json: json([
+                "to": [["deviceToken": deviceToken("\(app)-1"), "recipient": "\(app)-user"]], "category": category,
+                "aps": ["alert": "Coming?"], "subject": subject,
+                "onNoReply": [["afterSeconds": 86400, "followUps": [["type": "remind"]]]],
+            ]))
+        guard sent.status == 202, let notificationID = sent.json["id"] as? String else {
+            throw TestClientError(description: "sending for \(app) answered \(sent.status): \(sent.text)")
+        }
         return Tenant(
             app: app, key: key, keyID: keyID, extraKeyID: extraKeyID, category: category, rule: rule,
             responseID: responseID, sharedSubjectResponseID: sharedResponseID, subject: subject,
-            pendingFollowUpID: followUps1[0], deadFollowUpID: dead)
+            pendingFollowUpID: followUps1[0], deadFollowUpID: dead, notificationID: notificationID)
     }
 
     /// `count:md5` of every row the app owns, per table: `apps` by id, every table with an `app_id` column.
@@ -562,7 +587,7 @@ private enum Isolation: ResponseHelpers {
 
     /// The snapshot covers rows in the tables the matrix could touch (so comparing it can fail).
     static func expectPopulated(_ snapshot: [String: String], app: String) throws {
-        for table in ["apps", "api_keys", "categories", "rules", "responses", "followups"] {
+        for table in ["apps", "api_keys", "categories", "rules", "responses", "followups", "notifications"] {
             let count = snapshot[table].flatMap { Int($0.split(separator: ":")[0]) } ?? 0
             #expect(count > 0, "\(app) has no rows in \(table)")
         }
