@@ -22,6 +22,9 @@
 #          come in: exit within 15 s, 0 left `running`, nothing delivered without a 2xx, 0 acknowledged lost
 #   R10    PostgreSQL SIGSTOPped (postmaster and children): ingest 503 with Retry-After within 2 s, /healthz
 #          fast, recovery within 5 s of SIGCONT, 0 acknowledged lost
+#   R11    sent notifications with a no-reply step (a webhook), every other one answered at once, every
+#          instance of 3 restarted while the steps are pending: 0 early, 0 missed, 0 twice, 0 fired for an
+#          answered notification, lateness p99 <= poll interval + 1 s
 #   F3     1,000 slow clients (slowhttptest, slow headers; also slow bodies at full size) from 127.0.0.1 while a
 #          client on 127.0.0.2 ingests (its database with synchronous_commit off): 100 % answered 202, p99 <= 100 ms
 #
@@ -32,6 +35,7 @@
 #   R6     1,000 snoozes of 20-35 s, 3 instances   100 snoozes of 6-9 s, 3 instances
 #   R9     500 in flight on 40 ports               100 in flight on 8 ports
 #   R10    stopped 30 s                            stopped 5 s
+#   R11    1,000 notifications, steps of 20-35 s   100 notifications, steps of 8-11 s
 #   F3     slow headers, then slow bodies, 60 s    slow headers, 20 s
 #
 # Environment: FAULTS_SIZE (full|short), FAULTS_ONLY (e.g. R3,R9; R2 runs with R1), FAULTS_SKIP_BUILD=1 (use
@@ -46,7 +50,7 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
 size="${FAULTS_SIZE:-full}"
-only="${FAULTS_ONLY:-R1,R3,R4,R6,R9,R10,F3}"
+only="${FAULTS_ONLY:-R1,R3,R4,R6,R9,R10,R11,F3}"
 pg_port="${FAULTS_PG_PORT:-55440}"
 port_base="${FAULTS_PORT_BASE:-18300}"
 driver="$repo_root/bench/faults/driver.py"
@@ -59,6 +63,7 @@ case "$size" in
         r3_deliveries=1000 r3_plan=arrive:100,answered:400,arrive:700
         r4_followups=10000
         r6_snoozes=1000 r6_rate=100 r6_delays=20,25,30,35
+        r11_notifications=1000 r11_delays=20,25,30,35
         r9_inflight=500 r9_ports=40 r9_replies=1000 r9_held=20
         r10_before=5 r10_stopped=30 r10_after=10
         f3_connections=1000 f3_seconds=60 f3_modes="headers body"
@@ -68,6 +73,7 @@ case "$size" in
         r3_deliveries=200 r3_plan=arrive:30,answered:90,arrive:150
         r4_followups=1000
         r6_snoozes=100 r6_rate=50 r6_delays=6,7,8,9
+        r11_notifications=100 r11_delays=8,9,10,11
         r9_inflight=100 r9_ports=8 r9_replies=300 r9_held=12
         r10_before=3 r10_stopped=5 r10_after=5
         f3_connections=1000 f3_seconds=20 f3_modes=headers
@@ -82,9 +88,9 @@ for id in ${only//,/ }; do
     id="${id^^}"
     [[ "$id" == R2 ]] && id=R1
     case "$id" in
-        R1 | R3 | R4 | R6 | R9 | R10 | F3) [[ " ${scenarios[*]} " == *" $id "* ]] || scenarios+=("$id") ;;
+        R1 | R3 | R4 | R6 | R9 | R10 | R11 | F3) [[ " ${scenarios[*]} " == *" $id "* ]] || scenarios+=("$id") ;;
         *)
-            echo "faults: unknown scenario '$id' in FAULTS_ONLY (R1, R2, R3, R4, R6, R9, R10, F3)" >&2
+            echo "faults: unknown scenario '$id' in FAULTS_ONLY (R1, R2, R3, R4, R6, R9, R10, R11, F3)" >&2
             exit 2
             ;;
     esac
@@ -706,6 +712,65 @@ print(json.dumps({"teamId": "TEAM123456", "keyId": "KEYID12345", "privateKey": o
         FROM r6_pushes p JOIN r6_snoozes s USING (id)")" "<=" "$(awk -v p=$poll_ms 'BEGIN { print p / 1000 + 1 }')" s
     note R6 "lateness p50 / max: $(sql -c "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY p.at - s.due)::numeric, 3)
         || ' s / ' || round(max(p.at - s.due)::numeric, 3) || ' s' FROM r6_pushes p JOIN r6_snoozes s USING (id)")"
+    for ((index = 0; index < instances; index++)); do stop_service "${names[index]}"; done
+}
+
+# --- R11: no-reply steps across a restart of every instance ---------------------------------------------
+
+scenario_R11() {
+    local poll_ms=1000 instances=3 names=(a b c) index
+    new_database faults_r11
+    start_receiver r11_received 0 1
+    local service_env=("ACTIONHOOK_WORKER_POLL_MS=$poll_ms")
+    for ((index = 0; index < instances; index++)); do start_service "${names[index]}" "$index" "${service_env[@]}"; done
+    create_app r11 "http://127.0.0.1:$(receiver_port 0)/r11"
+    local server_key
+    server_key="$(admin POST /v1/apps/r11/keys '{"scope": "send"}' | json_field '["secret"]')"
+
+    log "R11: $r11_notifications notifications with a no-reply step of ${r11_delays//,/, } s, every other one answered" \
+        "at once; then every instance restarted, one after the other"
+    FAULTS_SERVER_KEY="$server_key" FAULTS_INGEST_KEY="$(cat "$scenario_dir/ingest-key")" python3 "$driver" send \
+        --url "http://127.0.0.1:$(service_port 0)/v1/apps/r11/notifications" --count "$r11_notifications" \
+        --step-delays "$r11_delays" --answer 2 --log "$scenario_dir/r11_sent.tsv"
+    local pending
+    pending="$(sql -c "SELECT count(*) FROM followups WHERE kind = 'step' AND status = 'pending'")"
+    for ((index = 0; index < instances; index++)); do
+        stop_service "${names[index]}"
+        start_service "${names[index]}" "$index" "${service_env[@]}"
+        note R11 "instance ${names[index]} stopped in ${stopped_in}s (exit $stopped_status) and started again"
+    done
+    note R11 "restarted all $instances, one after the other, from when $pending steps were pending"
+    check R11 "unanswered steps still pending after every restart" "$(sql -c "
+        SELECT count(*) FROM followups f JOIN notifications n ON n.id = f.notification_id
+        WHERE f.kind = 'step' AND f.status = 'pending' AND n.answered_at IS NULL")" ">=" 1
+    # Until no step is left to fire, and 3 s more for a second delivery to show.
+    wait_until 300 "every step done" \
+        sql_is "SELECT count(*) FROM followups WHERE kind = 'step' AND status NOT IN ('delivered', 'dead', 'cancelled')" 0 || true
+    sleep 3
+    load_received r11_received
+    note R11 "steps: $(sql -c "SELECT string_agg(status || ' ' || n, ', ') FROM (SELECT status, count(*) AS n
+        FROM followups WHERE kind = 'step' GROUP BY 1) AS s")"
+    sql -c "CREATE VIEW r11_steps AS SELECT f.id::text AS id, extract(epoch FROM f.due_at)::float8 AS due,
+        n.answered_at IS NOT NULL AND n.answered_at < f.due_at AS answered_before FROM followups f
+        JOIN notifications n ON n.app_id = f.app_id AND n.id = f.notification_id WHERE f.kind = 'step'"
+    sql -c "CREATE VIEW r11_fired AS SELECT webhook_id AS id, at FROM r11_received WHERE event = 'arrive'"
+
+    check R11 "notifications sent" "$(sql -c "SELECT count(*) FROM notifications")" == "$r11_notifications"
+    check R11 "notifications answered (every other one)" "$(sql -c "
+        SELECT count(*) FROM notifications WHERE answered_at IS NOT NULL")" == $((r11_notifications / 2))
+    check R11 "steps fired early (before due, database clock)" "$(sql -c "
+        SELECT count(*) FROM r11_fired p JOIN r11_steps s USING (id) WHERE p.at < s.due")" == 0
+    check R11 "steps of unanswered notifications missed" "$(sql -c "SELECT count(*) FROM r11_steps s
+        WHERE NOT s.answered_before AND NOT EXISTS (SELECT 1 FROM r11_fired p WHERE p.id = s.id)")" == 0
+    check R11 "steps fired twice (webhook-id seen > once)" "$(sql -c "SELECT count(*) FROM (
+        SELECT id FROM r11_fired GROUP BY id HAVING count(*) > 1) AS d")" == 0
+    check R11 "steps of answered notifications fired" "$(sql -c "SELECT count(*) FROM r11_steps s
+        WHERE s.answered_before AND EXISTS (SELECT 1 FROM r11_fired p WHERE p.id = s.id)")" == 0
+    check R11 "lateness p99 (poll interval ${poll_ms} ms + 1 s)" "$(sql -c "
+        SELECT coalesce(round(percentile_cont(0.99) WITHIN GROUP (ORDER BY p.at - s.due)::numeric, 3), 0)
+        FROM r11_fired p JOIN r11_steps s USING (id)")" "<=" "$(awk -v p=$poll_ms 'BEGIN { print p / 1000 + 1 }')" s
+    note R11 "lateness p50 / max: $(sql -c "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY p.at - s.due)::numeric, 3)
+        || ' s / ' || round(max(p.at - s.due)::numeric, 3) || ' s' FROM r11_fired p JOIN r11_steps s USING (id)")"
     for ((index = 0; index < instances; index++)); do stop_service "${names[index]}"; done
 }
 

@@ -6,6 +6,7 @@
     driver.py ingest  --url URL --count N [--concurrency C] [--rate R] [--duration S] [--kind invite|snooze]
                       [--key-prefix P] [--log FILE] [--progress FILE] [--no-retry] [--fresh-connections]
                       [--source-address A] [--timeout S] [--snooze-delays S,S...]
+    driver.py send    --url URL --count N [--concurrency C] [--step-delays S,S...] [--answer K] --log FILE
     driver.py probe   --url URL --interval S --duration S --log FILE
 
 receive: a webhook receiver on every port of --ports (127.0.0.1), HTTP/1.1 with keep-alive. Each request is
@@ -31,12 +32,19 @@ rewritten every 0.1 s with the number acknowledged. Prints a JSON summary last.
   snooze replies: action snooze-<delay> (delays from --snooze-delays in turn), a device token and a
   notification identifier of their own.
 
+send: POSTs N notifications to URL (/v1/apps/<app>/notifications) with the server key from $FAULTS_SERVER_KEY,
+each to one device of its own with one no-reply step after a delay from --step-delays (in turn) whose
+follow-up is a webhook to the app's endpoint; every K-th one (--answer, default 2; 0 for none) is answered
+at once through /v1/responses with $FAULTS_INGEST_KEY and the key its push carries. Sends and replies are
+retried under their Idempotency-Key until acknowledged. --log gets `sent <id>` and `answered <id>` lines.
+
 probe: GETs URL on a new connection every --interval seconds for --duration seconds; each line of --log is
 start, end, status.
 """
 
 import argparse
 import asyncio
+import concurrent.futures
 import hashlib
 import http.client
 import json
@@ -377,6 +385,62 @@ class Ingest:
         return 0
 
 
+# --- send -------------------------------------------------------------------------------------------------
+
+
+def send_main(arguments):
+    """Sends COUNT notifications, each to one device with one no-reply step (a webhook), and answers every
+    ANSWER-th one at once through the ingest route with the key the push would carry. Retries a send or a
+    reply under the same Idempotency-Key until it is acknowledged. Logs `sent|answered <notification id>`."""
+    url = urllib.parse.urlsplit(arguments.url)
+    server_key = os.environ["FAULTS_SERVER_KEY"]
+    ingest_key = os.environ["FAULTS_INGEST_KEY"]
+    delays = [int(d) for d in arguments.step_delays.split(",")]
+    lock = threading.Lock()
+    log = open(arguments.log, "a", encoding="utf-8")
+
+    def call(path, key, body, idempotency_key):
+        for _ in range(100):
+            try:
+                connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+                connection.request("POST", path, body=json.dumps(body), headers={
+                    "Authorization": f"Bearer {key}", "Content-Type": "application/json",
+                    "Idempotency-Key": idempotency_key})
+                response = connection.getresponse()
+                answer = response.read()
+                connection.close()
+                if response.status in (200, 202):
+                    return json.loads(answer)
+                if response.status not in (409, 429, 503):
+                    raise SystemExit(f"driver: {path} answered {response.status}: {answer[:200]!r}")
+            except (OSError, http.client.HTTPException):
+                pass
+            time.sleep(0.1)
+        raise SystemExit(f"driver: {path} was never acknowledged")
+
+    def one(n):
+        token = "%064x" % random.getrandbits(256)
+        sent = call(f"{url.path}", server_key, {
+            "to": [{"deviceToken": token, "recipient": f"user-{n}"}], "aps": {"alert": f"#{n}"},
+            "onNoReply": [{"afterSeconds": delays[n % len(delays)], "followUps": [{"type": "webhook"}]}],
+        }, f"send-{n}")
+        with lock:
+            log.write(f"sent\t{sent['id']}\n")
+        if arguments.answer and n % arguments.answer == 0:
+            call("/v1/responses", ingest_key, {
+                "actionIdentifier": "ok", "deviceToken": token,
+                "userInfo": {"aps": {"alert": f"#{n}"}, "actionhook": {"n": sent["id"], "d": 0}},
+            }, f"reply-{n}")
+            with lock:
+                log.write(f"answered\t{sent['id']}\n")
+
+    with concurrent.futures.ThreadPoolExecutor(arguments.concurrency) as pool:
+        for result in pool.map(one, range(arguments.count)):
+            pass
+    log.close()
+    return 0
+
+
 # --- probe --------------------------------------------------------------------------------------------
 
 
@@ -433,6 +497,14 @@ def main():
     ingest.add_argument("--source-address")
     ingest.add_argument("--timeout", type=float, default=10.0)
 
+    send = commands.add_parser("send")
+    send.add_argument("--url", required=True)
+    send.add_argument("--count", type=int, required=True)
+    send.add_argument("--concurrency", type=int, default=8)
+    send.add_argument("--step-delays", default="10")
+    send.add_argument("--answer", type=int, default=2)
+    send.add_argument("--log", required=True)
+
     probe = commands.add_parser("probe")
     probe.add_argument("--url", required=True)
     probe.add_argument("--interval", type=float, default=0.1)
@@ -447,6 +519,8 @@ def main():
         return 0
     if arguments.command == "ingest":
         return Ingest(arguments).run()
+    if arguments.command == "send":
+        return send_main(arguments)
     return probe_main(arguments)
 
 
