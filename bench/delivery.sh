@@ -17,17 +17,24 @@
 #               webhook follow-up (bench/setup-app.sh's rules, mode "mixed"): follow-ups created and
 #               delivered per second, and the backlog (not yet delivered) when the load ends, against one
 #               second of creation
+#   send        BENCH_SENDS sends (POST /v1/apps/{app}/notifications) of 1,000 devices each, made by h2load at
+#               4 connections: pushes per second from the first send to the last `delivered` push, against
+#               the apns drain of this run (the same pushes written straight into the outbox)
+#   steps       BENCH_STEP_SENDS sends of one device, each with 10 no-reply steps of one webhook (after
+#               30, 35, ... 75 s): BENCH_STEP_SENDS × 10 pending steps fired from the database clock, firing
+#               lateness p50/p99/max (the attempt's start minus the due time), none early, none missed
 #   snooze      BENCH_SNOOZES snoozes answered at 100/s, each re-sent to the stand-in BENCH_SNOOZE_DELAY
 #               seconds later: firing lateness (the attempt's start, stored to the millisecond, minus the due
 #               time) p50/p99/max, and answered lateness (the stand-in's answer recorded) p99; a push that
 #               started more than 1 ms (the rounding) before its due time counts as early
-# BENCH_RUNS drains per channel; medians are reported. Exit status non-zero when a figure misses its goal
+# BENCH_RUNS drains per channel (and sends); medians are reported. Exit status non-zero when a figure misses its goal
 # (drains below BENCH_GOAL, backlog over one second of creation, firing lateness p99 over
 # BENCH_LATENESS_GOAL_MS) unless BENCH_ALLOW_FAIL=1. The figures are printed last.
 #
 # Environment: BENCH_IDLE_SECONDS (15), BENCH_DELIVERIES (20000), BENCH_RUNS (3), BENCH_CONNECTIONS (64), BENCH_GOAL (5000),
 # BENCH_LOAD_SECONDS (60), BENCH_SNOOZES (2000), BENCH_SNOOZE_DELAY (2), BENCH_LATENESS_GOAL_MS (50),
-# BENCH_WORKER_CONCURRENCY (256, the service's default), BENCH_PHASES ("webhook apns load snooze"),
+# BENCH_SENDS (20), BENCH_STEP_SENDS (10000),
+# BENCH_WORKER_CONCURRENCY (256, the service's default), BENCH_PHASES ("idle webhook apns send load steps snooze"),
 # BENCH_PG_PORT (55433), BENCH_BINARY (another actionhook binary, e.g. to compare builds), BENCH_SKIP_BUILD=1,
 # BENCH_ALLOW_FAIL=1, BENCH_KEEP_WORK=1 (keep the logs).
 set -euo pipefail
@@ -44,7 +51,9 @@ snoozes="${BENCH_SNOOZES:-2000}"
 snooze_delay="${BENCH_SNOOZE_DELAY:-2}"
 lateness_goal_ms="${BENCH_LATENESS_GOAL_MS:-50}"
 concurrency="${BENCH_WORKER_CONCURRENCY:-256}"
-phases=" ${BENCH_PHASES:-idle webhook apns load snooze} "
+phases=" ${BENCH_PHASES:-idle webhook apns send load steps snooze} "
+sends="${BENCH_SENDS:-20}"
+step_sends="${BENCH_STEP_SENDS:-10000}"
 idle_seconds="${BENCH_IDLE_SECONDS:-15}"
 pg_port="${BENCH_PG_PORT:-55433}"
 sink_port=18190
@@ -102,6 +111,8 @@ openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -
     -out "$tls/server.pem" -days 2 -extfile "$tls/server.ext" 2>/dev/null
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$tls/authkey.p8" 2>/dev/null
 : >"$work/docroot/3/device/$device_token"
+# The devices of the send phase: 1,000 tokens, each a file the stand-in answers 200 for.
+for n in $(seq 1000); do : >"$work/docroot/3/device/$(printf '%064x' "$n")"; done
 
 "$work/bare" "$sink_port" 8 >/dev/null 2>&1 &
 pids+=($!)
@@ -278,9 +289,63 @@ if [[ "$phases" == *" apns "* ]]; then
         -H "apns-priority: 10" -H "apns-id: 8f1c3f2e-6a44-4c4e-9d0a-3b1f5e2d7c11" \
         "https://127.0.0.1:$standin_port/3/device/$device_token" | awk '/^finished in/ { print int($4) }')"
     drains apns
+    apns_drain_median="$drain_median"
     summary+=("$(printf '%-34s %12s' "APNs stand-in ceiling (req/s)" "$standin_rate")")
     summary+=("$(printf '%-34s %12s   (%s per delivery)' "APNs drain, one HTTP/2 conn (med/s)" "$drain_median" "$drain_cpu")")
     [[ "$drain_median" -ge "$goal" ]] || failures+=("APNs drain $drain_median/s < $goal/s")
+fi
+
+if [[ "$phases" == *" send "* ]]; then
+    log "$sends sends of 1,000 devices each (h2load, 4 connections), BENCH_RUNS times"
+    server_key="$(admin POST /v1/apps/bench/keys '{"scope": "send"}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["secret"])')"
+    python3 -c 'import json
+print(json.dumps({"to": [{"deviceToken": "%064x" % n, "recipient": "user-%d" % (n % 300)} for n in range(1, 1001)],
+                  "aps": {"alert": {"title": "Rooftop party", "body": "Friday at 8"}, "sound": "default"},
+                  "userInfo": {"eventId": 42}, "ttlSeconds": 3600}))' >"$work/send.json"
+    send_rates=()
+    send_lines=()
+    for run in $(seq "$runs"); do
+        psql_ -c "TRUNCATE delivery_attempts, followups, responses, notifications"
+        service_before="$(cpu_seconds "$service_pid")"
+        mapfile -t pg_pids < <(postgres_pids)
+        pg_before="$(cpu_seconds "${pg_pids[@]}")"
+        started="$(date +%s.%N)"
+        h2load --h1 -n "$sends" -c 4 -d "$work/send.json" -H "authorization: Bearer $server_key" \
+            -H "content-type: application/json" "http://127.0.0.1:$service_port/v1/apps/bench/notifications" \
+            >"$work/send-$run.out" 2>&1
+        accepted="$(awk '/status codes:/ { print $3 }' "$work/send-$run.out")"
+        [[ "$accepted" == "$sends" ]] || {
+            log "send: $accepted of $sends sends answered 2xx"
+            cat "$work/send-$run.out" >&2
+            exit 1
+        }
+        while [[ "$(psql_ -c "SET enable_seqscan = off" -c "SELECT EXISTS (SELECT 1 FROM followups WHERE status IN ('pending', 'retrying'))
+                OR EXISTS (SELECT 1 FROM followups WHERE status = 'running')")" != f ]]; do
+            sleep 0.05
+        done
+        finished="$(date +%s.%N)"
+        service_after="$(cpu_seconds "$service_pid")"
+        pg_after="$(cpu_seconds "${pg_pids[@]}")"
+        pushes="$(psql_ -c "SELECT count(*) FROM followups WHERE kind = 'push' AND status = 'delivered'")"
+        [[ "$pushes" == $((sends * 1000)) ]] || {
+            log "send: $pushes of $((sends * 1000)) pushes delivered"
+            psql_ -c "SELECT status, last_error, count(*) FROM followups GROUP BY 1, 2" >&2
+            exit 1
+        }
+        rate="$(echo "$pushes / ($finished - $started)" | bc)"
+        service_us="$(echo "scale=1; ($service_after - $service_before) * 1000000 / $pushes" | bc)"
+        pg_us="$(echo "scale=1; ($pg_after - $pg_before) * 1000000 / $pushes" | bc)"
+        log "send run $run: $rate pushes/s; CPU per push: service $service_us µs, PostgreSQL $pg_us µs"
+        send_rates+=("$rate")
+        send_lines+=("$rate $service_us $pg_us")
+    done
+    send_median="$(median "${send_rates[@]}")"
+    send_cpu="$(printf '%s\n' "${send_lines[@]}" | awk -v m="$send_median" '$1 == m { printf "service %s µs, PostgreSQL %s µs", $2, $3; exit }')"
+    summary+=("$(printf '%-34s %12s   (%s per push)' "sends of 1,000 devices (pushes/s)" "$send_median" "$send_cpu")")
+    if [[ -n "${apns_drain_median:-}" ]]; then
+        summary+=("$(printf '%-34s %12s   (the send path against the same pushes written straight to the outbox)' "sends / apns drain (ratio)" "$(echo "scale=2; $send_median / $apns_drain_median" | bc)")")
+    fi
+    [[ "$send_median" -ge "$goal" ]] || failures+=("sends: $send_median pushes/s < $goal/s")
 fi
 
 if [[ "$phases" == *" load "* ]]; then
@@ -303,6 +368,40 @@ if [[ "$phases" == *" load "* ]]; then
     summary+=("$(printf '%-34s %12s' "follow-ups delivered (/s)" "$delivery_rate")")
     summary+=("$(printf '%-34s %12s   (goal: at most %s, one second of creation)' "backlog after ${load_seconds}s" "$backlog" "$creation_rate")")
     [[ "$backlog" -le "$creation_rate" ]] || failures+=("backlog $backlog > one second of creation ($creation_rate)")
+fi
+
+if [[ "$phases" == *" steps "* ]]; then
+    log "$step_sends sends with 10 no-reply steps each (after 30, 35, ... 75 s): $((step_sends * 10)) steps"
+    server_key="$(admin POST /v1/apps/bench/keys '{"scope": "send"}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["secret"])')"
+    admin PATCH /v1/apps/bench "{\"webhook\":{\"url\":\"http://127.0.0.1:$sink_port/v1/responses\"}}" >/dev/null
+    python3 -c 'import json, sys
+print(json.dumps({"to": [sys.argv[1]], "aps": {"alert": "Still there?"}, "ttlSeconds": 3600,
+                  "onNoReply": [{"afterSeconds": 30 + 5 * k, "followUps": [{"type": "webhook"}]} for k in range(10)]}))' \
+        "$device_token" >"$work/steps.json"
+    psql_ -c "TRUNCATE delivery_attempts, followups, responses, notifications"
+    h2load --h1 -n "$step_sends" -c 8 -d "$work/steps.json" -H "authorization: Bearer $server_key" \
+        -H "content-type: application/json" "http://127.0.0.1:$service_port/v1/apps/bench/notifications" \
+        >"$work/steps.out" 2>&1
+    pending="$(psql_ -c "SELECT count(*) FROM followups WHERE kind = 'step' AND status = 'pending'")"
+    log "steps: $pending pending after the sends; waiting for them to fire"
+    for _ in $(seq 1800); do
+        [[ "$(psql_ -c "SET enable_seqscan = off" -c "SELECT EXISTS (SELECT 1 FROM followups WHERE status IN ('pending', 'retrying'))
+                OR EXISTS (SELECT 1 FROM followups WHERE status = 'running')")" == f ]] && break
+        sleep 0.1
+    done
+    read -r steps_count not_delivered early p50 p99 max < <(psql_ -F ' ' -c "
+        SELECT count(*), count(*) FILTER (WHERE f.status <> 'delivered'),
+            count(*) FILTER (WHERE a.started_at < f.due_at - interval '1 millisecond'),
+            round(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM a.started_at - f.due_at))),
+            round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM a.started_at - f.due_at))),
+            round(1000 * max(extract(epoch FROM a.started_at - f.due_at)))
+        FROM followups f LEFT JOIN delivery_attempts a ON a.app_id = f.app_id AND a.followup_id = f.id AND a.attempt = 1
+        WHERE f.kind = 'step'")
+    log "steps: $steps_count fired ($not_delivered not delivered, $early early); lateness p50 ${p50} ms, p99 ${p99} ms, max ${max} ms"
+    summary+=("$(printf '%-34s %12s   (p50 %s ms, max %s ms; %s steps, %s not delivered, %s early)' "no-reply step lateness p99 (ms)" "$p99" "$p50" "$max" "$steps_count" "$not_delivered" "$early")")
+    [[ "$steps_count" == $((step_sends * 10)) && "$not_delivered" == 0 && "$early" == 0 ]] ||
+        failures+=("steps: $steps_count of $((step_sends * 10)), $not_delivered not delivered, $early early")
+    [[ "${p99:-999999}" -le "$lateness_goal_ms" ]] || failures+=("step firing lateness p99 $p99 ms > $lateness_goal_ms ms")
 fi
 
 if [[ "$phases" == *" snooze "* ]]; then
@@ -344,5 +443,5 @@ if ((${#failures[@]} > 0)); then
     printf 'P6/P7: FAIL: %s\n' "${failures[@]}"
     [[ "${BENCH_ALLOW_FAIL:-0}" == 1 ]] || exit 1
 else
-    echo "P6/P7: every goal met (drains >= $goal/s, backlog <= one second of creation, snooze lateness p99 <= $lateness_goal_ms ms)"
+    echo "P6/P7: every goal met (drains and sends >= $goal/s, backlog <= one second of creation, snooze and step lateness p99 <= $lateness_goal_ms ms)"
 fi

@@ -132,6 +132,34 @@ if ! ACTIONHOOK_URL="$base" "$binary" apply -f "$demo_dir/demo.yaml" >"$demo_dir
 fi
 rm -rf "$demo_dir"
 
+# A notification ActionHook sends itself, with the demo app's server key: an invite to one device (a made-up
+# token; without APNs credentials its push ends dead, no_apns_credentials, and the receipt says so) whose
+# no-reply step sends `notification.unanswered` to the inbox 20 s later, unless it is answered first.
+server_key_file=.local/demo-server-key
+server_key_status=000
+if [[ -s "$server_key_file" ]]; then
+    server_key_status="$(curl -sS -o /dev/null -w '%{http_code}' --max-time 10 "$base/v1/apps/demo/notifications?limit=1" \
+        -H "Authorization: Bearer $(<"$server_key_file")")"
+fi
+if [[ "$server_key_status" != 200 ]]; then
+    created="$(admin POST /v1/apps/demo/keys '{"scope": "send"}' 201)"
+    (
+        umask 077
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["secret"])' <<<"$created" >"$server_key_file"
+    )
+fi
+server_key="$(<"$server_key_file")"
+demo_token="$(printf 'de%.0s' {1..32})"
+sent="$(curl -sS --max-time 10 -X POST "$base/v1/apps/demo/notifications" -H "Authorization: Bearer $server_key" \
+    -H 'Content-Type: application/json' -d "{\"to\": [{\"deviceToken\": \"$demo_token\", \"recipient\": \"alice\"}],
+      \"category\": \"event-invite\", \"aps\": {\"alert\": {\"title\": \"Rooftop party\", \"body\": \"Friday at 8?\"}},
+      \"userInfo\": {\"eventId\": \"42\", \"location\": \"the rooftop\"}, \"subject\": \"42\", \"ttlSeconds\": 3600,
+      \"webhookEvents\": [\"answered\"], \"onNoReply\": [{\"afterSeconds\": 20, \"followUps\": [{\"type\": \"webhook\"}]}]}")"
+notification_id="$(python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])' <<<"$sent")" || {
+    echo "run-demo: the demo send was refused: $(head -c 300 <<<"$sent")" >&2
+    exit 1
+}
+
 cat <<EOF
 
 ================================================================================================
@@ -146,6 +174,19 @@ cat <<EOF
    curl -s -H "Authorization: Bearer $ingest_key" -H "Content-Type: application/json" \\
      $base/v1/responses -d '{"actionIdentifier": "accept",
        "userInfo": {"aps": {"category": "event-invite"}, "eventId": "42"}}'
+
+ ActionHook also sent notification $notification_id (server key in $server_key_file).
+ Nobody answers it: in 20 s the inbox prints notification.unanswered. To answer it first, as the
+ phone would (the push's userInfo carries the "actionhook" key):
+
+   curl -s -H "Authorization: Bearer $ingest_key" -H "Content-Type: application/json" \\
+     $base/v1/responses -d '{"actionIdentifier": "accept", "deviceToken": "$demo_token",
+       "userInfo": {"aps": {"category": "event-invite"}, "eventId": "42",
+                    "actionhook": {"n": "$notification_id", "d": 0, "r": "alice"}}}'
+
+ Its receipt (the push is dead without APNs credentials; the answer, or the step that fired):
+
+   curl -s -H "Authorization: Bearer \$(cat $server_key_file)" $base/v1/apps/demo/notifications/$notification_id
 
  Ctrl-C stops the service and the inbox (the database keeps running: make stop-db).
 ================================================================================================

@@ -52,6 +52,12 @@ HOSTILE_INFO = {
     "link": "javascript:window.__xss=7",
     "html": "<b onmouseover=window.__xss=8>bold</b><iframe src=javascript:window.__xss=9></iframe>",
 }
+# What an app's backend writes into a send: the subject and a device's recipient label.
+HOSTILE_SUBJECT = '<img src=x onerror="window.__xss=10"><script>window.__xss=11</script>'
+HOSTILE_RECIPIENT = "<b onmouseover=window.__xss=12>alice</b>"
+SENT_DEVICES = ("c1" * 32, "c2" * 32)
+# The Notifications page's page size (PAGE_SIZE in notifications.js).
+NOTIFICATION_PAGE = 50
 # Runs before every page script (CDP scripts are not subject to the page's CSP): records errors,
 # unhandled rejections, failed resource loads and CSP violations where the test can read them.
 ERROR_LISTENER = """
@@ -166,6 +172,42 @@ def ingest(key, body):
     return api("POST", "/v1/responses", body, token=key, expect=202)
 
 
+def send_and_answer(key):
+    """Sends a notification to two devices with a server key, answers it from the first device and
+    then from the second (superseded), and sends a page of others after it so that it is on the
+    Notifications page's second page. The app has no APNs credentials: every push goes dead."""
+    server = api("POST", f"/v1/apps/{APP}/keys", {"scope": "send"}, expect=201)
+    check(server["scope"] == "send" and server["secret"].startswith("ahs_"), f"the server key: {server}")
+    sent = api("POST", f"/v1/apps/{APP}/notifications", {
+        "to": [{"deviceToken": SENT_DEVICES[0], "recipient": HOSTILE_RECIPIENT},
+               {"deviceToken": SENT_DEVICES[1], "recipient": "bob"}],
+        "category": "event-invite",
+        "aps": {"alert": {"title": "Team dinner", "body": "Thursday at seven"}},
+        "subject": HOSTILE_SUBJECT,
+        "replaceOnAnswer": True,
+        "onNoReply": [{"afterSeconds": 3600, "followUps": [{"type": "remind"}]}],
+    }, token=server["secret"], expect=202)
+    check(sent["status"] == "pending" and len(sent["devices"]) == 2, f"the send answered {sent}")
+
+    def answer(position, recipient, action):
+        return ingest(key, {
+            "actionIdentifier": action, "deviceToken": SENT_DEVICES[position],
+            "userInfo": {"aps": {"category": "event-invite", "alert": {"title": "Team dinner", "body": "Thursday at seven"}},
+                         "actionhook": {"n": sent["id"], "d": position, "r": recipient, "exp": int(time.time()) + 86400}}})
+
+    first = answer(0, HOSTILE_RECIPIENT, "decline")
+    check(first["notificationId"] == sent["id"] and first["outcome"] == "recorded", f"the first answer: {first}")
+    check(first["recipient"] == HOSTILE_RECIPIENT, f"the first answer's recipient: {first.get('recipient')!r}")
+    second = answer(1, "bob", "accept")
+    check(second["notificationId"] == sent["id"] and second["outcome"] == "superseded", f"the second answer: {second}")
+    check(second["followUps"] == [], f"the superseded answer queued follow-ups: {second['followUps']}")
+    for index in range(NOTIFICATION_PAGE):
+        api("POST", f"/v1/apps/{APP}/notifications", {"to": ["c3" * 32], "aps": {"alert": "Stand-up in 5 minutes"},
+                                                      "subject": f"standup-{index}"},
+            token=server["secret"], expect=202)
+    return sent, first, second
+
+
 # --- the browser ------------------------------------------------------------------------------------
 def browser():
     options = webdriver.ChromeOptions()
@@ -238,6 +280,27 @@ class Console:
 
 def text_of(element):
     return element.get_attribute("textContent")
+
+
+def check_inert(c, detail):
+    """Hostile text on screen ran nothing and became no element (`detail`: where it is shown)."""
+    # Give anything injected the time to run (an image's error handler, a timer) before looking.
+    time.sleep(1.5)
+    dom = c.js("""return {
+        xss: typeof window.__xss,
+        images: document.querySelectorAll('img').length,
+        scripts: Array.from(document.scripts).map(function (s) { return s.src; }),
+        frames: document.querySelectorAll('iframe, object, embed, svg svg').length,
+        handlers: Array.from(document.querySelectorAll('*')).filter(function (el) {
+            return Array.from(el.attributes).some(function (a) { return /^on/i.test(a.name); });
+        }).length,
+        jsLinks: document.querySelectorAll('[href^="javascript"], [src^="javascript"]').length,
+        bold: document.querySelectorAll(arguments[0] + ' b').length
+    };""", detail)
+    check(dom["xss"] == "undefined", f"injected script ran: window.__xss is {dom['xss']}")
+    check(dom["images"] == 0 and dom["frames"] == 0 and dom["bold"] == 0, f"hostile markup became elements: {dom}")
+    check(dom["scripts"] == [BASE + "/console/app.js"], f"scripts in the page: {dom['scripts']}")
+    check(dom["handlers"] == 0 and dom["jsLinks"] == 0, f"event handlers or javascript: links in the DOM: {dom}")
 
 
 def run(driver, receiver, key):
@@ -358,23 +421,7 @@ def run(driver, receiver, key):
     c.go("replies")
     c.click(f"#reply-feed tr[data-id='{hostile['id']}']")
     c.one("#reply-detail .user-text")
-    # Give anything injected the time to run (an image's error handler, a timer) before looking.
-    time.sleep(1.5)
-    dom = c.js("""return {
-        xss: typeof window.__xss,
-        images: document.querySelectorAll('img').length,
-        scripts: Array.from(document.scripts).map(function (s) { return s.src; }),
-        frames: document.querySelectorAll('iframe, object, embed, svg svg').length,
-        handlers: Array.from(document.querySelectorAll('*')).filter(function (el) {
-            return Array.from(el.attributes).some(function (a) { return /^on/i.test(a.name); });
-        }).length,
-        jsLinks: document.querySelectorAll('[href^="javascript"], [src^="javascript"]').length,
-        bold: document.querySelectorAll('#reply-detail b').length
-    };""")
-    check(dom["xss"] == "undefined", f"injected script ran: window.__xss is {dom['xss']}")
-    check(dom["images"] == 0 and dom["frames"] == 0 and dom["bold"] == 0, f"hostile markup became elements: {dom}")
-    check(dom["scripts"] == [BASE + "/console/app.js"], f"scripts in the page: {dom['scripts']}")
-    check(dom["handlers"] == 0 and dom["jsLinks"] == 0, f"event handlers or javascript: links in the DOM: {dom}")
+    check_inert(c, "#reply-detail")
     c.check_logs("hostile reply")
 
     # 8b. The feed's filters: by outcome, then by subject.
@@ -392,10 +439,77 @@ def run(driver, receiver, key):
     c.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#reply-feed tr[data-id]")) == 2, "both replies without filters")
     c.check_logs("filters")
 
+    # 8c. A notification sent to two devices and answered from both: the first answer wins, the second
+    # is superseded; the list pages with "More"; the receipt shows every device's push, the winner,
+    # the superseded reply, the cancelled no-reply step and the replacing push; the backend's subject
+    # and recipient label stay text.
+    sent, first, second = send_and_answer(key)
+    c.go("notifications")
+    rows = "#notification-list tr[data-id]"
+    c.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == NOTIFICATION_PAGE, "a full first page of notifications")
+    check(not c.find(f"#notification-list tr[data-id='{sent['id']}']"), "the oldest notification is on the first page")
+    c.click("#notification-more", "the More button")
+    row = c.one(f"#notification-list tr[data-id='{sent['id']}'][data-status='answered']", "the answered notification on the second page")
+    check(len(c.find(rows)) == NOTIFICATION_PAGE + 1, f"{len(c.find(rows))} notifications after More")
+    c.wait(lambda d: not d.find_element(By.ID, "notification-more").is_displayed(), "More hidden after the last page")
+    check(text_of(row.find_element(By.CSS_SELECTOR, "td.subject")) == HOSTILE_SUBJECT,
+          f"the subject shows as {text_of(row.find_element(By.CSS_SELECTOR, 'td.subject'))!r}")
+    check(text_of(row.find_element(By.CSS_SELECTOR, "td.state")) == "answered", "the row's status is not answered")
+    check(text_of(row.find_element(By.CSS_SELECTOR, "td.devices")) == "2", "the row does not count 2 devices")
+    c.click(f"#notification-list tr[data-id='{sent['id']}']")
+    receipt = "#notification-detail"
+    c.wait(lambda d: any(text_of(e) == sent["id"] for e in d.find_elements(By.CSS_SELECTOR, f"{receipt} h2 code")),
+           "the notification's receipt")
+    # The receipt is redrawn as its follow-ups change; once they are all settled it stays as it is. Without
+    # APNs credentials every push goes dead, with the reason shown; the answer cancelled the step's reminders.
+    c.wait(lambda d: [text_of(e) for e in d.find_elements(By.CSS_SELECTOR, f"{receipt} tr.receipt-device .reason")]
+           == ["no_apns_credentials"] * 2, "both pushes dead for want of APNs credentials")
+    c.one(f"{receipt} tr.receipt-followup[data-kind='replace'][data-status='dead']", "the replacing push to the other device")
+    c.wait(lambda d: [e.get_attribute("data-status") for e in d.find_elements(By.CSS_SELECTOR, f"{receipt} .step tr.receipt-followup")]
+           == ["cancelled"] * 2, "the step's reminders cancelled by the answer")
+    c.one(f"{receipt} .step[data-index='0'][data-fired='false']", "the no-reply step, not fired")
+    winner = c.one(f"{receipt} dl.answer[data-id='{first['id']}']", "the winning answer")
+    check(text_of(winner.find_element(By.CSS_SELECTOR, ".action")) == "decline", "the winner's action")
+    check(text_of(winner.find_element(By.CSS_SELECTOR, ".outcome")) == "recorded", "the winner's outcome")
+    check(text_of(winner.find_element(By.CSS_SELECTOR, ".matched-rule")) == "record-rest", "the winner's rule")
+    check(text_of(winner.find_element(By.CSS_SELECTOR, ".recipient")) == HOSTILE_RECIPIENT,
+          f"the winner's recipient shows as {text_of(winner.find_element(By.CSS_SELECTOR, '.recipient'))!r}")
+    check(re.fullmatch(r"\d+ ms|\d+\.\d s", text_of(winner.find_element(By.CSS_SELECTOR, ".latency"))),
+          f"the winner's latency reads {text_of(winner.find_element(By.CSS_SELECTOR, '.latency'))!r}")
+    loser = c.one(f"{receipt} table.superseded tr.receipt-reply[data-id='{second['id']}']", "the superseded reply")
+    check(text_of(loser.find_element(By.CSS_SELECTOR, ".outcome")) == "superseded", "the superseded reply's outcome")
+    check(text_of(loser.find_element(By.CSS_SELECTOR, ".recipient")) == "bob", "the superseded reply's recipient")
+    check(text_of(c.one(f"{receipt} dl.summary .subject")) == HOSTILE_SUBJECT, "the receipt's subject is not the text sent")
+    devices = c.find(f"{receipt} tr.receipt-device")
+    check([d.get_attribute("data-token") for d in devices] == list(SENT_DEVICES), "the receipt's devices")
+    check(text_of(devices[0].find_element(By.CSS_SELECTOR, ".recipient")) == HOSTILE_RECIPIENT, "the first device's recipient")
+    shown = devices[0].find_element(By.CSS_SELECTOR, ".device .token")
+    check(shown.get_attribute("title") == SENT_DEVICES[0] and len(text_of(shown)) < len(SENT_DEVICES[0]),
+          f"the device token shows as {text_of(shown)!r}")
+    check_inert(c, receipt)
+    c.shoot("notification-receipt-desktop")
+    c.check_logs("notification receipt")
+
+    # 8d. The Notifications page's filters: answered ones, then by subject.
+    Select(c.one("#notification-status")).select_by_value("answered")
+    c.click("#notification-filters button[type='submit']")
+    c.wait(lambda d: [r.get_attribute("data-id") for r in d.find_elements(By.CSS_SELECTOR, rows)] == [sent["id"]],
+           "only the answered notification under the status filter")
+    Select(c.one("#notification-status")).select_by_value("")
+    c.one("#notification-subject").send_keys(HOSTILE_SUBJECT)
+    c.click("#notification-filters button[type='submit']")
+    c.wait(lambda d: [r.get_attribute("data-id") for r in d.find_elements(By.CSS_SELECTOR, rows)] == [sent["id"]],
+           "only the hostile notification under the subject filter")
+    c.one("#notification-subject").clear()
+    c.click("#notification-filters button[type='submit']")
+    c.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == NOTIFICATION_PAGE, "one page again without filters")
+    c.check_logs("notification filters")
+
     # 9. Every page at desktop and phone width, fitting the phone's width.
     for width, height, label in (DESKTOP + ("desktop",), PHONE + ("phone",)):
         driver.set_window_size(width, height)
         for page, ready in (("overview", ".app-card"), ("replies", "#reply-feed tr[data-id]"),
+                            ("notifications", "#notification-list tr[data-id]"),
                             ("followups", ".followup-row"), ("rules", "#rule-list li[data-id]"),
                             ("categories", ".phone-preview")):
             c.go(page)
@@ -403,6 +517,10 @@ def run(driver, receiver, key):
             if page == "replies":
                 c.click(f"#reply-feed tr[data-id='{accepted['id']}']")
                 c.one(f"#reply-detail .followup[data-id='{followup}']")
+            if page == "notifications":
+                c.click("#notification-more")
+                c.click(f"#notification-list tr[data-id='{sent['id']}']")
+                c.one(f"#notification-detail dl.answer[data-id='{first['id']}']")
             time.sleep(0.3)
             c.shoot(f"{page}-{label}")
             overflow = c.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
@@ -443,7 +561,7 @@ def main():
         if driver is not None:
             driver.quit()
         receiver.stop()
-    print(f"console-test: OK: 11 scenarios, {shots} screenshots in {SHOTS}")
+    print(f"console-test: OK: 13 scenarios, {shots} screenshots in {SHOTS}")
     return 0
 
 
