@@ -171,9 +171,11 @@ public struct AppStore: Sendable {
             try connection.execute("SELECT pg_advisory_xact_lock(1, actionhook_app_lock_key(\(id)))")
             let deleted = try connection.execute("DELETE FROM apps WHERE id = \(id)")
             guard deleted > 0 else { return false }
-            // Responses and follow-ups have no foreign key to their app (see sql/migrations/002).
+            // Responses, follow-ups and sent notifications have no foreign key to their app (see
+            // sql/migrations/002 and 010); sends take the same lock, shared.
             try connection.execute("DELETE FROM followups WHERE app_id = \(id)")
             try connection.execute("DELETE FROM responses WHERE app_id = \(id)")
+            try connection.execute("DELETE FROM notifications WHERE app_id = \(id)")
             try connection.notify(channel: Channels.invalidate, payload: id)
             return true
         }

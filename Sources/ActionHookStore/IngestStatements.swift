@@ -233,7 +233,8 @@ struct IngestStatements {
         var devices: [SendDevice] = []
         if let text: String = try row.decode("devices") {
             devices = (try JSONParser.parse(text).arrayValue ?? []).compactMap { device in
-                device.value(atPath: "deviceToken")?.stringValue.map {
+                guard device.value(atPath: "escalation")?.boolValue != true else { return nil }
+                return device.value(atPath: "deviceToken")?.stringValue.map {
                     SendDevice(deviceToken: $0, recipient: device.value(atPath: "recipient")?.stringValue)
                 }
             }

@@ -127,17 +127,22 @@ public struct ResponseStore: Sendable {
         case device(String)
     }
 
-    /// Erases what people wrote and sent from the responses in `scope`, in one transaction: their
+    /// Erases what people wrote and sent from the responses and sent notifications in `scope`, in one
+    /// transaction. Responses: their
     /// `userText` and `userInfo` (and, for a device, its token and what APNs said of it) are cleared, their follow-ups' rendered
     /// payloads (which may quote them) emptied, and follow-ups not yet finished (pending, retrying,
     /// running or dead) cancelled, so nothing erased is sent later. The rows stay, so counts by
     /// outcome, action and time remain. A delivery in flight at that moment may still arrive; its
-    /// worker's result is fenced out by the cancellation.
+    /// worker's result is fenced out by the cancellation. Sent notifications (the subject's, or those sent to
+    /// the device): recipient labels cleared, the device's token taken out of them, and their pushes and
+    /// steps (all of them for a subject, the device's for a device) cancelled and emptied.
     ///
     /// Reads the app's responses through the subject index, or, for a device, all of them: erasure
-    /// is rare, and an index on device tokens would cost every ingest. Nothing stored in `scope`: (0, 0),
+    /// is rare, and an index on device tokens would cost every ingest. Nothing stored in `scope`: (0, 0, 0),
     /// and nothing is changed.
-    public func erase(appID: String, _ scope: ErasureScope) throws -> (responses: Int, followUpsCancelled: Int) {
+    public func erase(appID: String, _ scope: ErasureScope) throws -> (
+        responses: Int, notifications: Int, followUpsCancelled: Int
+    ) {
         var subject: String?
         var device: String?
         switch scope {
@@ -147,7 +152,7 @@ public struct ResponseStore: Sendable {
         return try pool.transaction { connection in
             let erased = try connection.query(
                 """
-                UPDATE responses SET user_text = NULL, user_info = '{}'::jsonb,
+                UPDATE responses SET user_text = NULL, user_info = '{}'::jsonb, recipient = NULL,
                     device_token = CASE WHEN \(device)::text IS NULL THEN device_token END
                 WHERE app_id = \(appID)
                     AND ((\(subject)::text IS NOT NULL AND subject = \(subject))
@@ -155,7 +160,43 @@ public struct ResponseStore: Sendable {
                 RETURNING id
                 """
             ).map { try $0.decode("id", as: UUID.self) }
-            guard !erased.isEmpty else { return (0, 0) }
+            // Sent notifications hold the same data: the subject's, or those sent to the device.
+            let sent = try connection.query(
+                """
+                SELECT id FROM notifications
+                WHERE app_id = \(appID)
+                    AND ((\(subject)::text IS NOT NULL AND subject = \(subject))
+                        OR (\(device)::text IS NOT NULL
+                            AND devices @> jsonb_build_array(jsonb_build_object('deviceToken', \(device)::text))))
+                """
+            ).map { try $0.decode("id", as: UUID.self) }
+            guard !erased.isEmpty || !sent.isEmpty else { return (0, 0, 0) }
+            var cancelledSent = 0
+            if !sent.isEmpty {
+                // A subject's notifications lose every device's label and what they would still send; a
+                // device is taken out of each notification sent to it, with its pushes and reminders.
+                // The stored device list and the answer replayed for the send's key both list the devices.
+                _ = try connection.execute(
+                    """
+                    UPDATE notifications n SET devices = actionhook_erase_devices(n.devices, \(subject), \(device)),
+                        answer = jsonb_set(n.answer::jsonb, '{devices}',
+                            actionhook_erase_devices(n.answer::jsonb -> 'devices', \(subject), \(device)))::json
+                    WHERE n.app_id = \(appID) AND n.id = ANY(\(sent)::uuid[])
+                    """)
+                cancelledSent = try connection.execute(
+                    """
+                    UPDATE followups SET status = 'cancelled', lease_until = NULL, updated_at = now()
+                    WHERE app_id = \(appID) AND notification_id = ANY(\(sent)::uuid[])
+                        AND (\(subject)::text IS NOT NULL OR device_token = \(device))
+                        AND status IN ('pending', 'retrying', 'running', 'dead')
+                    """)
+                _ = try connection.execute(
+                    """
+                    UPDATE followups SET payload = '{}'::jsonb, device_token = NULL
+                    WHERE app_id = \(appID) AND notification_id = ANY(\(sent)::uuid[])
+                        AND (\(subject)::text IS NOT NULL OR device_token = \(device))
+                    """)
+            }
             if let device {
                 // What APNs said of the token goes too: the token itself is the device's data.
                 _ = try connection.execute("DELETE FROM devices WHERE app_id = \(appID) AND token = \(device)")
@@ -172,7 +213,7 @@ public struct ResponseStore: Sendable {
                     device_token = CASE WHEN \(device)::text IS NULL THEN device_token END
                 WHERE app_id = \(appID) AND response_id = ANY(\(erased)::uuid[])
                 """)
-            return (erased.count, cancelled)
+            return (erased.count, sent.count, cancelled + cancelledSent)
         }
     }
 

@@ -42,6 +42,16 @@ struct SendPlanTests {
             (#"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": [{"type": "call"}]}]}"#, ["/onNoReply/0/followUps/0/type"]),
             (#"{"to": ["\#(token1)"], "webhookEvents": ["answered", "opened"]}"#, ["/webhookEvents/1"]),
             (#"{"to": ["\#(token1)"], "surprise": 1}"#, ["/surprise"]),
+            (#"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": [{"type": "escalate", "to": []}]}]}"#, ["/onNoReply/0/followUps/0/to"]),
+            (
+                #"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": [{"type": "escalate", "to": ["\#(token1)"]}]}]}"#,
+                ["/onNoReply/0/followUps/0/to/0"]
+            ),
+            (
+                #"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": [{"type": "escalate", "to": ["\#(token2)"], "aps": {"category": "x"}}]}]}"#,
+                ["/onNoReply/0/followUps/0/aps/category"]
+            ),
+            (#"{"to": ["\#(token1)"], "replaceOnAnswer": {"aps": {"category": "x"}}}"#, ["/replaceOnAnswer/aps/category"]),
         ])
     func refused(_ body: String, pointers: [String]) {
         #expect(Self.failure(body) == pointers)
@@ -90,6 +100,18 @@ struct SendPlanTests {
         let key = try #require(NotificationKey.read(from: userInfo))
         #expect(key.notificationID == id && key.device == 1)
         #expect(NotificationKey.read(from: ["actionhook": .object(["n": .string("not-a-uuid"), "d": .integer(0)])]) == nil)
+        #expect(
+            NotificationKey.read(from: ["actionhook": .object(["n": .string(id.uuidString), "d": .integer(1 << 31)])]) == nil)
+    }
+
+    @Test("a send that would queue more than 20,000 rows (reminders are a push per device) is refused")
+    func rowLimit() {
+        let devices = (0..<1000).map { #""\#(String(format: "%064x", $0 + 1))""# }.joined(separator: ",")
+        let steps = (1...10).map { #"{"afterSeconds": \#($0 * 60), "followUps": [{"type": "remind"}, {"type": "remind"}, {"type": "remind"}]}"# }
+            .joined(separator: ",")
+        #expect(Self.failure(#"{"to": [\#(devices)], "onNoReply": [\#(steps)]}"#) == ["/onNoReply"])
+        let fewer = (1...10).map { #"{"afterSeconds": \#($0 * 60), "followUps": [{"type": "remind"}]}"# }.joined(separator: ",")
+        #expect(Self.failure(#"{"to": [\#(devices)], "onNoReply": [\#(fewer)]}"#).isEmpty)
     }
 
     static func item(_ action: String, token: String, rule: Rule?) -> IngestItem {

@@ -68,7 +68,12 @@ struct AdminAPITests {
         let api = try TestAPI()
         let doomed = try Admin.seedFollowUps(api, app: "doomed", responses: 2)
         let survivor = try Admin.seedFollowUps(api, app: "survivor", responses: 1)
-        #expect(try Admin.ownedRows(api, app: "doomed") > 8)
+        // A sent notification too: its row and its push are the app's.
+        let token = String(repeating: "0d", count: 32)
+        let sent = try api.admin("POST", "/v1/apps/doomed/notifications", json: #"{"to": ["\#(token)"], "aps": {"alert": "Hi"}}"#)
+        #expect(sent.status == 202)
+        #expect(try api.count("SELECT count(*) AS n FROM notifications WHERE app_id = 'doomed'") == 1)
+        #expect(try Admin.ownedRows(api, app: "doomed") > 10)
         let survivorRows = try Admin.ownedRows(api, app: "survivor")
 
         #expect(try api.admin("DELETE", "/v1/apps/doomed").status == 204)

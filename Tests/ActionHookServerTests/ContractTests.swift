@@ -167,22 +167,42 @@ struct ContractTests {
         #expect(byDevice.text.split(separator: "\n").count == 2)
         #expect(try api.admin("GET", "/v1/apps/c-erase/responses?format=ndjson").status == 400)
 
+        // Sent notifications hold the same data: one about subject 42 (a push and a reminder step, a label
+        // naming the person), one to the erased device.
+        let subjectSend = try api.admin(
+            "POST", "/v1/apps/c-erase/notifications",
+            json: #"""
+                {"to": [{"deviceToken": "\#(String(repeating: "5e", count: 32))", "recipient": "SUBJ1-person"}],
+                 "aps": {"alert": "About 42"}, "subject": "42",
+                 "onNoReply": [{"afterSeconds": 3600, "followUps": [{"type": "remind"}]}]}
+                """#)
+        #expect(subjectSend.status == 202)
+        let deviceSend = try api.admin(
+            "POST", "/v1/apps/c-erase/notifications",
+            json: #"{"to": [{"deviceToken": "\#(Self.otherDevice)", "recipient": "DEV1-person"}], "aps": {"alert": "Hi"}}"#)
+        #expect(deviceSend.status == 202)
+
         let erased = try api.admin("DELETE", "/v1/apps/c-erase/subjects/42")
         #expect(erased.status == 200)
         #expect(erased.json["responses"] as? Int == 2)
-        #expect(erased.json["followUpsCancelled"] as? Int == 2)
+        #expect(erased.json["notifications"] as? Int == 1)
+        // The replies' two pending follow-ups, the notification's push and its reminder.
+        #expect(erased.json["followUpsCancelled"] as? Int == 4)
         _ = try api.query(
             "INSERT INTO devices (app_id, token, status, reason) VALUES ('c-erase', \(Self.otherDevice), 'dead', 'Unregistered')"
         )
         let device = try api.admin("DELETE", "/v1/apps/c-erase/devices/\(Self.otherDevice)")
         #expect(device.json["responses"] as? Int == 2)
-        #expect(device.json["followUpsCancelled"] as? Int == 1)
+        #expect(device.json["notifications"] as? Int == 1)
+        // A reply's follow-up and the push sent to the device.
+        #expect(device.json["followUpsCancelled"] as? Int == 2)
 
         // No row of any table holds the erased text, the erased userInfo or the erased device token.
         for marker in ["SUBJ1", "SUBJ2", "DEV1", Self.otherDevice] {
             let found = try api.count(
                 """
                 SELECT (SELECT count(*) FROM responses t WHERE t::text LIKE '%' || \(marker) || '%')
+                    + (SELECT count(*) FROM notifications t WHERE t::text LIKE '%' || \(marker) || '%')
                     + (SELECT count(*) FROM followups t WHERE t::text LIKE '%' || \(marker) || '%')
                     + (SELECT count(*) FROM delivery_attempts t WHERE t::text LIKE '%' || \(marker) || '%')
                     + (SELECT count(*) FROM devices t WHERE t::text LIKE '%' || \(marker) || '%') AS n

@@ -11,7 +11,7 @@ ALTER TABLE api_keys ADD COLUMN scope text NOT NULL DEFAULT 'ingest' CHECK (scop
 CREATE TABLE notifications (
     app_id               text NOT NULL,
     id                   uuid NOT NULL,
-    -- The Idempotency-Key of the send; cleared (NULL) once older than the idempotency window.
+    -- The Idempotency-Key of the send, kept as long as the notification is (NULL without one).
     idempotency_key      text,
     request_hash         bytea NOT NULL,
     category             text,
@@ -73,3 +73,14 @@ ALTER TABLE followups ADD CONSTRAINT followups_has_origin
     CHECK (response_id IS NOT NULL OR notification_id IS NOT NULL) NOT VALID;
 CREATE INDEX followups_by_notification ON followups (app_id, notification_id)
     WHERE notification_id IS NOT NULL;
+
+-- Erasure (DELETE …/subjects/{subject} or …/devices/{token}) of a notification's device list: a subject's
+-- erasure clears every recipient label; a device's takes its token and label out of the list.
+CREATE FUNCTION actionhook_erase_devices(devices jsonb, subject text, device text) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(jsonb_agg(
+        CASE WHEN subject IS NOT NULL THEN d.value || '{"recipient": null}'::jsonb
+            WHEN d.value ->> 'deviceToken' = device THEN d.value || '{"deviceToken": "", "recipient": null}'::jsonb
+            ELSE d.value END ORDER BY d.ordinality), '[]'::jsonb)
+    FROM jsonb_array_elements(coalesce(devices, '[]'::jsonb)) WITH ORDINALITY AS d(value, ordinality)
+$$;

@@ -28,6 +28,12 @@ function latency(ms) {
   return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
 }
 
+/** A reason code such as no_apns_credentials, with line breaks allowed after its underscores only. */
+function reasonText(reason) {
+  if (reason === undefined || reason === null || reason === "") return "—";
+  return String(reason).split(/(?<=_)/).flatMap((part, index) => (index ? [h("wbr", {}), part] : [part]));
+}
+
 function seconds(value) {
   if (value % 86400 === 0) return `${value / 86400} d`;
   if (value % 3600 === 0) return `${value / 3600} h`;
@@ -80,7 +86,7 @@ function followUpTable(followUps) {
           h("td", { class: "status" }, followUpStatus(followUp)),
           h("td", {}, followUp.attempts),
           h("td", {}, followUp.httpStatus ?? "—"),
-          h("td", { class: "reason" }, followUp.reason ?? "—"),
+          h("td", { class: "reason" }, reasonText(followUp.reason)),
         ),
       ),
     ),
@@ -101,7 +107,7 @@ function deviceTable(devices) {
           h("td", { class: "recipient" }, device.recipient ?? "—"),
           h("td", { class: "push" }, push ? followUpStatus(push) : "—"),
           h("td", {}, push && push.httpStatus !== null && push.httpStatus !== undefined ? push.httpStatus : "—"),
-          h("td", { class: "reason" }, push && push.reason ? push.reason : "—"),
+          h("td", { class: "reason" }, reasonText(push && push.reason)),
           h("td", { class: "dead" }, push && push.deviceDead ? h("span", { class: "badge bad" }, "dead") : "no"),
         );
       }),

@@ -71,6 +71,7 @@ public struct SendPlan: Sendable {
         self.collapseId = collapseId
         let everyDevice = devices + request.escalationDevices
         self.devices = everyDevice
+        sentDeviceCount = devices.count
         let expiration = Int(expiresAt.timeIntervalSince1970.rounded(.up))
 
         func push(_ position: Int, aps: JSONObject) -> JSONValue {
@@ -181,7 +182,10 @@ public struct SendPlan: Sendable {
     /// When the first no-reply step comes due, if there is one.
     public var silenceAt: Date? { stepDueTimes.first }
 
-    /// The stored device list: `[{"deviceToken", "recipient", "followUpId"}]`, by position.
+    /// How many of ``devices`` the send named itself (the rest are added by escalations).
+    public var sentDeviceCount: Int
+
+    /// The stored device list: `[{"deviceToken", "recipient", "followUpId", "escalation"}]`, by position.
     public var devicesJSON: JSONValue {
         .array(
             devices.indices.map {
@@ -189,6 +193,7 @@ public struct SendPlan: Sendable {
                     "deviceToken": .string(devices[$0].deviceToken),
                     "recipient": devices[$0].recipient.map(JSONValue.string) ?? .null,
                     "followUpId": .string(deviceFollowUps[$0].lowercasedString),
+                    "escalation": .bool($0 >= sentDeviceCount),
                 ])
             })
     }
@@ -230,7 +235,9 @@ public struct BoundNotification: Sendable, Equatable {
     public var device: Int?
     /// The replying device's recipient label.
     public var recipient: String?
-    /// Every device of the send (read only when a replacement is asked for).
+    /// The devices the send named itself (read only when a replacement is asked for): an answer replaces
+    /// the notification on these; devices an escalation added are left alone, since they may never have
+    /// been sent anything.
     public var devices: [SendDevice]
 
     /// Creates a bound notification.
@@ -267,7 +274,8 @@ public struct BoundNotification: Sendable, Equatable {
                         payload: .object([
                             "deviceToken": .string(device.deviceToken), "pushType": .string("alert"),
                             "collapseId": .string(collapseId),
-                            "expiration": .integer(Int((expiresAt ?? view.receivedAt).timeIntervalSince1970)),
+                            "expiration": .integer(
+                                Int((expiresAt ?? view.receivedAt).timeIntervalSince1970.rounded(.up))),
                             "payload": .object(["aps": .object(replacement)]),
                         ]), kind: .replace))
             }

@@ -72,6 +72,9 @@ public struct SendLimits: Sendable {
     public var maxLabelLength = 64
     /// The largest APNs payload, ActionHook's own key included.
     public var maxPayloadBytes = FollowUpTemplate.maxPayloadBytes
+    /// Outbox rows one send may write: its pushes and every step's follow-ups (a reminder is one push per
+    /// device), so that one request cannot queue an unbounded amount of work.
+    public var maxRowsPerSend = 20_000
 
     /// The defaults.
     public init() {}
@@ -147,13 +150,7 @@ public struct SendRequest: Sendable, Equatable {
         }
         let category = reader.string("category", &diagnostics)
         if let category { diagnostics.checkLength(category, "/category", max: limits.maxLabelLength) }
-        var aps = reader.object("aps", &diagnostics) ?? JSONObject()
-        for key in aps.keys where !apsMembers.contains(key) {
-            diagnostics.invalid(
-                JSONPointer.appending(key, to: "/aps"),
-                key == "category" ? "is set from /category" : "is not an aps member a send may set")
-        }
-        aps = JSONObject(aps.members.filter { apsMembers.contains($0.key) })
+        let aps = Self.checkedAps(reader.object("aps", &diagnostics) ?? JSONObject(), at: "/aps", &diagnostics)
         let userInfo = reader.object("userInfo", &diagnostics) ?? JSONObject()
         for key in ["aps", NotificationKey.member] where userInfo[key] != nil {
             diagnostics.invalid(JSONPointer.appending(key, to: "/userInfo"), "is set by the server")
@@ -204,7 +201,9 @@ public struct SendRequest: Sendable, Equatable {
             case .bool(let on): replaceOnAnswer = on ? defaultReplacement : nil
             case .object(let object):
                 var replacement = ObjectReader(object, at: "/replaceOnAnswer")
-                replaceOnAnswer = replacement.object("aps", &diagnostics) ?? defaultReplacement
+                replaceOnAnswer =
+                    replacement.object("aps", &diagnostics).map { Self.checkedAps($0, at: "/replaceOnAnswer/aps", &diagnostics) }
+                    ?? defaultReplacement
                 replacement.reportUnknown(&diagnostics)
             default: diagnostics.wrongType("/replaceOnAnswer", expected: "a boolean or an object")
             }
@@ -243,6 +242,36 @@ public struct SendRequest: Sendable, Equatable {
                     JSONPointer.appending(index, to: "/webhookEvents"), "must be one of answered, expired")
             }
             events = Array(Set(names).intersection(eventNames)).sorted()
+        }
+        if let to {
+            let given = Set(to.map(\.deviceToken))
+            var escalationIndex = 0
+            for (stepIndex, step) in steps.enumerated() {
+                for (actionIndex, action) in step.actions.enumerated() {
+                    guard case .escalate(let devices, _) = action else { continue }
+                    for (deviceIndex, device) in devices.enumerated() where given.contains(device.deviceToken) {
+                        diagnostics.invalid(
+                            "/onNoReply/\(stepIndex)/followUps/\(actionIndex)/to/\(deviceIndex)",
+                            "is already one of the devices in /to")
+                    }
+                    escalationIndex += devices.count
+                }
+            }
+            let reminders = steps.reduce(0) { total, step in
+                total + step.actions.reduce(0) { count, action in
+                    switch action {
+                    case .remind: count + to.count
+                    case .webhook: count + 1
+                    case .escalate(let devices, _): count + devices.count
+                    }
+                }
+            }
+            if to.count + reminders > limits.maxRowsPerSend {
+                diagnostics.invalid(
+                    "/onNoReply",
+                    "would queue \(to.count + reminders) pushes and webhooks (one reminder is a push per device); at most \(limits.maxRowsPerSend)"
+                )
+            }
         }
         reader.reportUnknown(&diagnostics)
         try diagnostics.check()
@@ -309,6 +338,16 @@ public struct SendRequest: Sendable, Equatable {
         for member in userInfo.members { payload[member.key] = member.value }
         if let key { payload[NotificationKey.member] = key.json }
         return .object(payload)
+    }
+
+    /// `aps` with only the members a send may set; any other member is a 422 at its pointer.
+    static func checkedAps(_ aps: JSONObject, at pointer: String, _ diagnostics: inout Diagnostics) -> JSONObject {
+        for key in aps.keys where !apsMembers.contains(key) {
+            diagnostics.invalid(
+                JSONPointer.appending(key, to: pointer),
+                key == "category" ? "is set from /category" : "is not an aps member a send may set")
+        }
+        return JSONObject(aps.members.filter { apsMembers.contains($0.key) })
     }
 
     static func devices(
@@ -392,10 +431,13 @@ public struct SendRequest: Sendable, Equatable {
                 let devices = devices(
                     actionReader.array("to", &diagnostics) ?? [], at: actionReader.pointer("to"), limits: limits,
                     &diagnostics)
-                if devices.isEmpty && !actionReader.has("to") {
-                    diagnostics.invalid(actionReader.pointer("to"), "is required")
+                if devices.isEmpty {
+                    diagnostics.invalid(actionReader.pointer("to"), "must name at least one device")
                 }
-                actions.append(.escalate(to: devices, aps: actionReader.object("aps", &diagnostics)))
+                let escalationAps = actionReader.object("aps", &diagnostics).map {
+                    Self.checkedAps($0, at: actionReader.pointer("aps"), &diagnostics)
+                }
+                actions.append(.escalate(to: devices, aps: escalationAps))
             case nil:
                 if !actionReader.has("type") { diagnostics.invalid(actionReader.pointer("type"), "is required") }
             case let other?:
@@ -416,6 +458,8 @@ public struct SendRequest: Sendable, Equatable {
 public struct NotificationKey: Sendable, Equatable {
     /// The member of `userInfo` that holds the key.
     public static let member = "actionhook"
+    /// Positions a key may name: more than any send has (its devices and escalations).
+    static let maxDevicePosition = 1 << 20
 
     /// The notification's id.
     public var notificationID: UUID
@@ -447,7 +491,7 @@ public struct NotificationKey: Sendable, Equatable {
     /// reply's own app, and reads the recipient and expiry from what it stored.
     public static func read(from userInfo: JSONObject) -> (notificationID: UUID, device: Int)? {
         guard case .object(let key)? = userInfo[member], let text = key["n"]?.stringValue,
-            let id = UUID(uuidString: text), let device = key["d"]?.intValue, device >= 0
+            let id = UUID(uuidString: text), let device = key["d"]?.intValue, (0..<maxDevicePosition).contains(device)
         else { return nil }
         return (id, device)
     }

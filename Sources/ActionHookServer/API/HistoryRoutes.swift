@@ -118,20 +118,26 @@ extension APIContext {
     /// Erases the user text and `userInfo` of one subject's or device's replies and cancels what they
     /// would still send. Audited in the log by count, never by content or by the subject or token.
     func erase(appID: String, _ scope: ResponseStore.ErasureScope, request: HTTPRequest) throws -> HTTPResponse {
-        let (erased, cancelled) = try longResponses.erase(appID: appID, scope)
+        let (erased, notifications, cancelled) = try longResponses.erase(appID: appID, scope)
         let kind: String
         switch scope {
         case .subject: kind = "subject"
         case .device: kind = "device"
         }
         // As for any object of another app: nothing stored here about it is a 404.
-        guard erased > 0 else { throw APIError.notFound("stored reply for this \(kind)") }
+        guard erased + notifications > 0 else { throw APIError.notFound("stored reply for this \(kind)") }
         logger.notice(
             "erased stored replies",
             metadata: [
-                "app": "\(appID)", "by": "\(kind)", "responses": "\(erased)", "follow_ups_cancelled": "\(cancelled)",
+                "app": "\(appID)", "by": "\(kind)", "responses": "\(erased)", "notifications": "\(notifications)",
+                "follow_ups_cancelled": "\(cancelled)",
                 "request_id": "\(request.requestID)",
             ])
-        return .json(200, .object(["responses": .integer(erased), "followUpsCancelled": .integer(cancelled)]))
+        return .json(
+            200,
+            .object([
+                "responses": .integer(erased), "notifications": .integer(notifications),
+                "followUpsCancelled": .integer(cancelled),
+            ]))
     }
 }

@@ -68,9 +68,8 @@ extension APIContext {
     {
         endpoint { request in
             let appID = request.parameter("app")
-            guard Slug.isValid(appID) else { throw APIError.notFound("app") }
             try auth.requireSender(request, appID: appID)
-            guard try apps.app(appID) != nil else { throw APIError.notFound("app") }
+            guard Slug.isValid(appID), try apps.app(appID) != nil else { throw APIError.notFound("app") }
             return try body(request, appID)
         }
     }
