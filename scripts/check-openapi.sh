@@ -101,8 +101,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# The worker is off: fuzzed sends and rules name webhook URLs of every kind, which nothing should call.
 live_service_start schemathesis ACTIONHOOK_ALLOW_PRIVATE_WEBHOOKS=1 ACTIONHOOK_RATE_LIMIT_PER_SECOND=100000 \
-    ACTIONHOOK_DEVICE_RATE_LIMIT_PER_SECOND=100000
+    ACTIONHOOK_DEVICE_RATE_LIMIT_PER_SECOND=100000 ACTIONHOOK_WORKER=0
 echo "check-openapi: server ready at $base_url (database $database)"
 
 create_app() {
@@ -165,15 +166,26 @@ for name in ("IngestInviteAccept", "IngestInviteDecline", "IngestInviteComment",
     if answer["subject"] is not None and answer["subject"] not in subjects:
         subjects.append(answer["subject"])
 
-parameters = ['"path.app" = "st-app"', '"path.responseId" = { dictionary = "responses", probability = 0.7 }']
+# A sent notification (the spec's garage example, its category made first), so its receipt has one to find.
+garage = examples["SendGarage"]["value"]
+request = urllib.request.Request(
+    base + "/v1/apps/st-app/categories/" + garage["category"], method="PUT",
+    data=json.dumps({"actions": [{"identifier": "close", "title": "Close"}]}).encode(),
+    headers={"Authorization": "Bearer " + admin, "Content-Type": "application/json"})
+urllib.request.urlopen(request, timeout=10).read()
+notifications = [call("POST", "/v1/apps/st-app/notifications", admin, "SendGarage")["id"]]
+
+parameters = ['"path.app" = "st-app"', '"path.responseId" = { dictionary = "responses", probability = 0.7 }',
+              '"path.notificationId" = { dictionary = "notifications", probability = 0.7 }']
 print("[dictionaries.responses]\nvalues = " + json.dumps(responses))
+print("[dictionaries.notifications]\nvalues = " + json.dumps(notifications))
 for key, values in (("followUpId", followups), ("subject", subjects)):
     if values:
         print(f"[dictionaries.{key}]\nvalues = " + json.dumps(values))
         parameters.append(f'"path.{key}" = {{ dictionary = "{key}", probability = 0.7 }}')
 # First, as the first matching entry wins.
 print("[[operations]]")
-print('include-operation-id = ["getResponse", "cancelFollowUp", "retryFollowUp", "getSubjectDecisions"]')
+print('include-operation-id = ["getResponse", "cancelFollowUp", "retryFollowUp", "getSubjectDecisions", "getNotification"]')
 print("parameters = { " + ", ".join(parameters) + " }")
 print(f"# seeded {len(responses)} responses, {len(followups)} follow-ups, {len(subjects)} subjects", file=sys.stderr)
 PY

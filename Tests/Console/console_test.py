@@ -487,6 +487,8 @@ def run(driver, receiver, key):
     check(shown.get_attribute("title") == SENT_DEVICES[0] and len(text_of(shown)) < len(SENT_DEVICES[0]),
           f"the device token shows as {text_of(shown)!r}")
     check_inert(c, receipt)
+    # The row clicked is at the foot of the second page: bring the receipt into view for the screenshot.
+    c.js("arguments[0].scrollIntoView({block: 'start'})", c.one(receipt))
     c.shoot("notification-receipt-desktop")
     c.check_logs("notification receipt")
 
@@ -522,7 +524,13 @@ def run(driver, receiver, key):
                 c.click(f"#notification-list tr[data-id='{sent['id']}']")
                 c.one(f"#notification-detail dl.answer[data-id='{first['id']}']")
             time.sleep(0.3)
+            # Framed from the top of the page, as the others (clicking the row scrolled to the second page).
+            c.js("window.scrollTo(0, 0)")
             c.shoot(f"{page}-{label}")
+            if page == "notifications" and label == "phone":
+                # Below the list at this width: the receipt on its own.
+                c.js("arguments[0].scrollIntoView({block: 'start'})", c.one("#notification-detail"))
+                c.shoot(f"notification-receipt-{label}")
             overflow = c.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
             check(overflow <= 1, f"the {page} page is {overflow}px wider than the {label} screen")
         c.check_logs(f"screenshots at {label} width")
