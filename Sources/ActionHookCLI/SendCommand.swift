@@ -53,7 +53,8 @@ public enum NotificationSend {
                 "\(path):\(document.line(for: error.pointer) ?? 1): \(error.pointer.isEmpty ? "the notification" : String(error.pointer.dropFirst())): \(error.detail)"
             }
             throw CLIError(
-                lines: lines.isEmpty ? ["the notification was refused (\(answer.status)): \(answer.problemDetail)"] : lines)
+                lines: lines.isEmpty
+                    ? ["the notification was refused (\(answer.status)): \(answer.problemDetail)"] : lines)
         }
         terminal.line(
             "\(answer.status == 200 ? "already sent" : "sent") notification \(sent["id"]?.stringValue ?? "?")")
@@ -65,12 +66,14 @@ public enum NotificationSend {
             let object = device.objectValue ?? [:]
             let recipient = object["recipient"]?.stringValue.map { " (\($0))" } ?? ""
             terminal.line(
-                "  \(object["deviceToken"]?.stringValue ?? "?")\(recipient): apns-id \(object["followUpId"]?.stringValue ?? "?")")
+                "  \(object["deviceToken"]?.stringValue ?? "?")\(recipient): apns-id \(object["followUpId"]?.stringValue ?? "?")"
+            )
         }
         for step in sent["steps"]?.arrayValue ?? [] {
             let object = step.objectValue ?? [:]
             terminal.line(
-                "no-reply step after \(object["afterSeconds"]?.jsonText ?? "?") s, due at \(object["dueAt"]?.stringValue ?? "?")")
+                "no-reply step after \(object["afterSeconds"]?.jsonText ?? "?") s, due at \(object["dueAt"]?.stringValue ?? "?")"
+            )
         }
         terminal.line("receipt: actionhook's GET /v1/apps/\(appID)/notifications/\(sent["id"]?.stringValue ?? "?")")
     }

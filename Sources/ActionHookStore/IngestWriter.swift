@@ -136,7 +136,8 @@ struct IngestTransaction {
         var keyed: [(index: Int, notification: AppScoped, device: Int)] = []
         for index in candidates {
             guard let key = NotificationKey.read(from: items[index].response.userInfo) else { continue }
-            keyed.append((index, AppScoped(appID: items[index].appID, name: key.notificationID.lowercasedString), key.device))
+            keyed.append(
+                (index, AppScoped(appID: items[index].appID, name: key.notificationID.lowercasedString), key.device))
         }
         let boundNotifications =
             keyed.isEmpty

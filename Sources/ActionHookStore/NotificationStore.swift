@@ -34,7 +34,8 @@ public struct NotificationFilter: Sendable {
     public var since: Date?
 
     /// Creates a filter.
-    public init(status: NotificationStatus? = nil, subject: String? = nil, category: String? = nil, since: Date? = nil) {
+    public init(status: NotificationStatus? = nil, subject: String? = nil, category: String? = nil, since: Date? = nil)
+    {
         self.status = status
         self.subject = subject
         self.category = category
@@ -117,7 +118,9 @@ public struct NotificationStore: Sendable {
             }
             guard !devices.isEmpty else { throw StoreError.noDevices }
             let plan = SendPlan(request, devices: devices, id: UUID.timeOrdered(at: now), now: now, limits: limits)
-            return (.created(plan.answer, devices: plan.devices.count), Self.writes(appID, idempotencyKey, request, plan))
+            return (
+                .created(plan.answer, devices: plan.devices.count), Self.writes(appID, idempotencyKey, request, plan)
+            )
         }
     }
 
@@ -224,7 +227,10 @@ public struct NotificationStore: Sendable {
                     let views = steps[index] ?? []
                     object["followUps"] = .array(views)
                     object["fired"] = .bool(
-                        views.contains { ["delivered", "running", "retrying", "dead", "skipped"].contains($0.value(atPath: "status")?.stringValue ?? "") })
+                        views.contains {
+                            ["delivered", "running", "retrying", "dead", "skipped"].contains(
+                                $0.value(atPath: "status")?.stringValue ?? "")
+                        })
                     return .object(object)
                 })
             receipt["otherFollowUps"] = .array(others)
@@ -290,7 +296,8 @@ public struct NotificationStore: Sendable {
         var next: String?
         if rows.count > page.limit {
             let last = rows[page.limit - 1]
-            next = Cursor([try last.decode("created_at_text"), (try last.decode("id", as: UUID.self)).lowercasedString])
+            next =
+                Cursor([try last.decode("created_at_text"), (try last.decode("id", as: UUID.self)).lowercasedString])
                 .encoded
         }
         return Page(items: items, nextCursor: next)

@@ -416,7 +416,8 @@ struct ApplyCommandTests {
         let path = examples.appendingPathComponent("send/todo-reminder.yaml").path
         let sent = Output()
         try NotificationSend.run(
-            path: path, appID: "acme-todo", idempotencyKey: "todo-1729", client: Self.client(api), terminal: sent.terminal)
+            path: path, appID: "acme-todo", idempotencyKey: "todo-1729", client: Self.client(api),
+            terminal: sent.terminal)
         #expect(sent.out.hasPrefix("sent notification "), "\(sent.out)")
         #expect(sent.out.contains("devices: 3"))
         #expect(sent.out.contains("(user-23)"))
@@ -425,7 +426,8 @@ struct ApplyCommandTests {
         let id = try #require(sent.out.split(separator: "\n").first?.split(separator: " ").last.map(String.init))
         let again = Output()
         try NotificationSend.run(
-            path: path, appID: "acme-todo", idempotencyKey: "todo-1729", client: Self.client(api), terminal: again.terminal)
+            path: path, appID: "acme-todo", idempotencyKey: "todo-1729", client: Self.client(api),
+            terminal: again.terminal)
         #expect(again.out.hasPrefix("already sent notification \(id)"))
         #expect(try api.count("SELECT count(*) AS n FROM followups WHERE kind = 'push'") == 2)
         // Remind (2 devices), then the webhook and the escalation; the expiry webhook.
@@ -440,7 +442,8 @@ struct ApplyCommandTests {
         let bad = try folder.write("bad.yaml", "to:\n  - nothex\naps:\n  alert: hi\n")
         #expect(throws: CLIError.self) {
             try NotificationSend.run(
-                path: bad, appID: "acme-todo", idempotencyKey: nil, client: Self.client(api), terminal: Output().terminal)
+                path: bad, appID: "acme-todo", idempotencyKey: nil, client: Self.client(api),
+                terminal: Output().terminal)
         }
     }
 

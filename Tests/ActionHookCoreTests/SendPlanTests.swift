@@ -30,19 +30,31 @@ struct SendPlanTests {
             (#"{"to": ["\#(token1)"], "aps": {"category": "c"}}"#, ["/aps/category"]),
             (#"{"to": ["\#(token1)"], "userInfo": {"actionhook": {}}}"#, ["/userInfo/actionhook"]),
             (#"{"to": ["\#(token1)"], "ttlSeconds": 0}"#, ["/ttlSeconds"]),
-            (#"{"to": ["\#(token1)"], "ttlSeconds": 60, "expiresAt": "2099-01-01T00:00:00Z"}"#, ["/expiresAt", "/ttlSeconds"]),
+            (
+                #"{"to": ["\#(token1)"], "ttlSeconds": 60, "expiresAt": "2099-01-01T00:00:00Z"}"#,
+                ["/expiresAt", "/ttlSeconds"]
+            ),
             (#"{"to": ["\#(token1)"], "expiresAt": "2020-01-01T00:00:00Z"}"#, ["/expiresAt"]),
             (#"{"to": ["\#(token1)"], "priority": 7}"#, ["/priority"]),
             (#"{"to": ["\#(token1)"], "answers": "each", "replaceOnAnswer": true}"#, ["/replaceOnAnswer"]),
-            (#"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": []}]}"#, ["/onNoReply/0/followUps"]),
+            (
+                #"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": []}]}"#,
+                ["/onNoReply/0/followUps"]
+            ),
             (
                 #"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": [{"type": "remind"}]}, {"afterSeconds": 5, "followUps": [{"type": "remind"}]}]}"#,
                 ["/onNoReply/1/afterSeconds"]
             ),
-            (#"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": [{"type": "call"}]}]}"#, ["/onNoReply/0/followUps/0/type"]),
+            (
+                #"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": [{"type": "call"}]}]}"#,
+                ["/onNoReply/0/followUps/0/type"]
+            ),
             (#"{"to": ["\#(token1)"], "webhookEvents": ["answered", "opened"]}"#, ["/webhookEvents/1"]),
             (#"{"to": ["\#(token1)"], "surprise": 1}"#, ["/surprise"]),
-            (#"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": [{"type": "escalate", "to": []}]}]}"#, ["/onNoReply/0/followUps/0/to"]),
+            (
+                #"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": [{"type": "escalate", "to": []}]}]}"#,
+                ["/onNoReply/0/followUps/0/to"]
+            ),
             (
                 #"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": [{"type": "escalate", "to": ["\#(token1)"]}]}]}"#,
                 ["/onNoReply/0/followUps/0/to/0"]
@@ -51,7 +63,10 @@ struct SendPlanTests {
                 #"{"to": ["\#(token1)"], "onNoReply": [{"afterSeconds": 5, "followUps": [{"type": "escalate", "to": ["\#(token2)"], "aps": {"category": "x"}}]}]}"#,
                 ["/onNoReply/0/followUps/0/aps/category"]
             ),
-            (#"{"to": ["\#(token1)"], "replaceOnAnswer": {"aps": {"category": "x"}}}"#, ["/replaceOnAnswer/aps/category"]),
+            (
+                #"{"to": ["\#(token1)"], "replaceOnAnswer": {"aps": {"category": "x"}}}"#,
+                ["/replaceOnAnswer/aps/category"]
+            ),
         ])
     func refused(_ body: String, pointers: [String]) {
         #expect(Self.failure(body) == pointers)
@@ -80,7 +95,9 @@ struct SendPlanTests {
         #expect(plan.expiresAt == Self.now.addingTimeInterval(600))
         #expect(plan.collapseId == id.lowercasedString)
         #expect(plan.rows.map(\.kind) == [.push, .push, .step, .step, .step, .step, .expiry])
-        #expect(plan.rows.map(\.dueAt) == [Self.now, Self.now] + Array(repeating: Self.now.addingTimeInterval(60), count: 3) + [Self.now.addingTimeInterval(120), plan.expiresAt])
+        #expect(
+            plan.rows.map(\.dueAt) == [Self.now, Self.now] + Array(repeating: Self.now.addingTimeInterval(60), count: 3)
+                + [Self.now.addingTimeInterval(120), plan.expiresAt])
         #expect(plan.devices.map(\.recipient) == [nil, "bob", "boss"])
         let push = plan.rows[1].payload
         #expect(push.value(atPath: "expiration")?.intValue == 1_800_000_600)
@@ -99,18 +116,23 @@ struct SendPlanTests {
         let userInfo = try #require(push.value(atPath: "payload")?.objectValue)
         let key = try #require(NotificationKey.read(from: userInfo))
         #expect(key.notificationID == id && key.device == 1)
-        #expect(NotificationKey.read(from: ["actionhook": .object(["n": .string("not-a-uuid"), "d": .integer(0)])]) == nil)
         #expect(
-            NotificationKey.read(from: ["actionhook": .object(["n": .string(id.uuidString), "d": .integer(1 << 31)])]) == nil)
+            NotificationKey.read(from: ["actionhook": .object(["n": .string("not-a-uuid"), "d": .integer(0)])]) == nil)
+        #expect(
+            NotificationKey.read(from: ["actionhook": .object(["n": .string(id.uuidString), "d": .integer(1 << 31)])])
+                == nil)
     }
 
     @Test("a send that would queue more than 20,000 rows (reminders are a push per device) is refused")
     func rowLimit() {
         let devices = (0..<1000).map { #""\#(String(format: "%064x", $0 + 1))""# }.joined(separator: ",")
-        let steps = (1...10).map { #"{"afterSeconds": \#($0 * 60), "followUps": [{"type": "remind"}, {"type": "remind"}, {"type": "remind"}]}"# }
-            .joined(separator: ",")
+        let steps = (1...10).map {
+            #"{"afterSeconds": \#($0 * 60), "followUps": [{"type": "remind"}, {"type": "remind"}, {"type": "remind"}]}"#
+        }
+        .joined(separator: ",")
         #expect(Self.failure(#"{"to": [\#(devices)], "onNoReply": [\#(steps)]}"#) == ["/onNoReply"])
-        let fewer = (1...10).map { #"{"afterSeconds": \#($0 * 60), "followUps": [{"type": "remind"}]}"# }.joined(separator: ",")
+        let fewer = (1...10).map { #"{"afterSeconds": \#($0 * 60), "followUps": [{"type": "remind"}]}"# }.joined(
+            separator: ",")
         #expect(Self.failure(#"{"to": [\#(devices)], "onNoReply": [\#(fewer)]}"#).isEmpty)
     }
 
@@ -128,13 +150,18 @@ struct SendPlanTests {
             id: UUID(), answers: answers, expiresAt: expiresAt ?? now.addingTimeInterval(60), answered: answered,
             collapseId: "c", category: "cat", subject: nil, createdAt: now.addingTimeInterval(-5), events: ["answered"],
             replacement: replace ? ["alert": .string("Answered")] : nil, device: 0, recipient: "ann",
-            devices: [SendDevice(deviceToken: token1, recipient: "ann"), SendDevice(deviceToken: token2, recipient: "bob")])
+            devices: [
+                SendDevice(deviceToken: token1, recipient: "ann"), SendDevice(deviceToken: token2, recipient: "bob"),
+            ])
     }
 
-    @Test("a bound reply: the first acts and answers, a later one is superseded, a late one expired, a snooze does not answer")
+    @Test(
+        "a bound reply: the first acts and answers, a later one is superseded, a late one expired, a snooze does not answer"
+    )
     func boundReplies() throws {
         let accept = try Rule.decode(json(#"{"id": "ok", "handler": {"type": "accept"}}"#), id: nil)
-        let snooze = try Rule.decode(json(#"{"id": "zz", "handler": {"type": "snooze", "allowMissing": ["notificationIdentifier"]}}"#), id: nil)
+        let snooze = try Rule.decode(
+            json(#"{"id": "zz", "handler": {"type": "snooze", "allowMissing": ["notificationIdentifier"]}}"#), id: nil)
 
         let first = IngestPlan(
             Self.item("ok", token: Self.token1, rule: accept), receivedAt: Self.now, previousSnoozes: 0,

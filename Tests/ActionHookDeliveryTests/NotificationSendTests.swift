@@ -56,7 +56,8 @@ struct NotificationSendTests {
                 """#)
             try Hooks.saveRule(
                 api, app: app,
-                #"{"id": "decline", "match": {"category": "INVITE", "action": "DECLINE"}, "handler": {"type": "decline"}}"#)
+                #"{"id": "decline", "match": {"category": "INVITE", "action": "DECLINE"}, "handler": {"type": "decline"}}"#
+            )
             let key = try api.admin("POST", "/v1/apps/\(app)/keys", json: #"{"scope": "send"}"#)
             try #require(key.status == 201, "server key: \(key.status) \(key.text)")
             serverKey = try #require(key.json["secret"] as? String)
@@ -106,7 +107,8 @@ struct NotificationSendTests {
                         AND kind = ANY(\(kinds)::text[]) AND status = ANY(\(statuses)::text[])
                     """)
                 if done >= count { return }
-                try #require(Date() < deadline, "follow-ups \(kinds) of \(notification): \(done) of \(count) in \(statuses)")
+                try #require(
+                    Date() < deadline, "follow-ups \(kinds) of \(notification): \(done) of \(count) in \(statuses)")
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
@@ -196,7 +198,8 @@ struct NotificationSendTests {
             try? JSONSerialization.jsonObject(with: Data($0.body)) as? [String: Any]
         }
         #expect(events.map { $0["type"] as? String } == ["notification.answered"])
-        #expect(WebhookReceiver.signatureIsValid(bed.receiver.requests.first { $0.path == "/app" }!, secret: bed.secret))
+        #expect(
+            WebhookReceiver.signatureIsValid(bed.receiver.requests.first { $0.path == "/app" }!, secret: bed.secret))
 
         // The no-reply step was cancelled by the answer and never fires.
         #expect(
@@ -244,7 +247,8 @@ struct NotificationSendTests {
         let tokens = (0..<2).map { _ in APNsStandIn.deviceToken() }
         var outcomes: [String: Int] = [:]
         for _ in 0..<200 {
-            let sent = try bed.send(#"{"to": [\#(Self.devices(tokens.map { ($0, nil) }))], "category": "INVITE", "aps": {"alert": "?"}}"#)
+            let sent = try bed.send(
+                #"{"to": [\#(Self.devices(tokens.map { ($0, nil) }))], "category": "INVITE", "aps": {"alert": "?"}}"#)
             let id = try #require(sent["id"] as? String)
             let lock = NSLock()
             nonisolated(unsafe) var results: [String] = []
@@ -357,7 +361,8 @@ struct NotificationSendTests {
     @Test("a send is idempotent by Idempotency-Key: the same body replays, another body is 422; one push per device")
     func idempotentSend() throws {
         let bed = try Bed(app: "idem", worker: false)
-        let body = #"{"to": ["\#(APNsStandIn.deviceToken())", "\#(APNsStandIn.deviceToken())"], "category": "INVITE", "aps": {"alert": "Hi"}}"#
+        let body =
+            #"{"to": ["\#(APNsStandIn.deviceToken())", "\#(APNsStandIn.deviceToken())"], "category": "INVITE", "aps": {"alert": "Hi"}}"#
         let first = try bed.send(body, headers: [("Idempotency-Key", "send-1")])
         let again = try bed.api.call(
             "POST", "/v1/apps/\(bed.app)/notifications", token: bed.serverKey, json: body,
@@ -372,7 +377,9 @@ struct NotificationSendTests {
         #expect(try bed.api.count("SELECT count(*) AS n FROM followups WHERE kind = 'push'") == 2)
     }
 
-    @Test("keys: a server key sends for its app only (404 elsewhere), an ingest key cannot send (403), a server key cannot reply (403)")
+    @Test(
+        "keys: a server key sends for its app only (404 elsewhere), an ingest key cannot send (403), a server key cannot reply (403)"
+    )
     func isolation() throws {
         let bed = try Bed(app: "app-a", worker: false)
         _ = try bed.api.createApp("app-b")
@@ -382,13 +389,16 @@ struct NotificationSendTests {
         let sent = try bed.send(body)
         let id = try #require(sent["id"] as? String)
 
-        #expect(try bed.api.call("POST", "/v1/apps/app-b/notifications", token: bed.serverKey, json: body).status == 404)
+        #expect(
+            try bed.api.call("POST", "/v1/apps/app-b/notifications", token: bed.serverKey, json: body).status == 404)
         #expect(try bed.api.call("GET", "/v1/apps/app-b/notifications", token: bed.serverKey).status == 404)
         #expect(try bed.api.call("GET", "/v1/apps/app-a/notifications/\(id)", token: otherKey).status == 404)
         #expect(try bed.api.call("GET", "/v1/apps/app-b/notifications/\(id)", token: otherKey).status == 404)
-        #expect(try bed.api.call("POST", "/v1/apps/app-a/notifications", token: bed.ingestKey, json: body).status == 403)
+        #expect(
+            try bed.api.call("POST", "/v1/apps/app-a/notifications", token: bed.ingestKey, json: body).status == 403)
         #expect(try bed.api.call("POST", "/v1/apps/app-a/notifications", token: nil, json: body).status == 401)
-        #expect(try bed.api.call("POST", "/v1/apps/app-a/notifications", token: "ahs_unknown", json: body).status == 401)
+        #expect(
+            try bed.api.call("POST", "/v1/apps/app-a/notifications", token: "ahs_unknown", json: body).status == 401)
         #expect(try bed.api.call("GET", "/v1/apps/app-a", token: bed.serverKey).status == 401)
         #expect(try bed.api.ingest(key: bed.serverKey, json: #"{"actionIdentifier": "ACCEPT"}"#).status == 403)
         #expect(try bed.api.admin("GET", "/v1/apps/app-a/notifications/\(id)").status == 200)
@@ -425,9 +435,13 @@ struct NotificationSendTests {
         let unknown = try bed.send(#"{"to": ["\#(one)"], "category": "NOPE", "aps": {"alert": "?"}}"#, status: 422)
         #expect((unknown["errors"] as? [[String: Any]])?.first?["pointer"] as? String == "/category")
         let bad = try bed.send(#"{"to": ["xyz"], "aps": {"alert": "?"}, "answers": "all"}"#, status: 422)
-        #expect(Set((bad["errors"] as? [[String: Any]] ?? []).compactMap { $0["pointer"] as? String }) == ["/to/0", "/answers"])
+        #expect(
+            Set((bad["errors"] as? [[String: Any]] ?? []).compactMap { $0["pointer"] as? String }) == [
+                "/to/0", "/answers",
+            ])
         let big = String(repeating: "x", count: 4000)
-        _ = try bed.send(#"{"to": ["\#(one)"], "aps": {"alert": "\#(big)"}, "userInfo": {"pad": "\#(big)"}}"#, status: 422)
+        _ = try bed.send(
+            #"{"to": ["\#(one)"], "aps": {"alert": "\#(big)"}, "userInfo": {"pad": "\#(big)"}}"#, status: 422)
     }
 
     static func date(_ text: String) -> Date? {

@@ -70,7 +70,8 @@ struct AdminAPITests {
         let survivor = try Admin.seedFollowUps(api, app: "survivor", responses: 1)
         // A sent notification too: its row and its push are the app's.
         let token = String(repeating: "0d", count: 32)
-        let sent = try api.admin("POST", "/v1/apps/doomed/notifications", json: #"{"to": ["\#(token)"], "aps": {"alert": "Hi"}}"#)
+        let sent = try api.admin(
+            "POST", "/v1/apps/doomed/notifications", json: #"{"to": ["\#(token)"], "aps": {"alert": "Hi"}}"#)
         #expect(sent.status == 202)
         #expect(try api.count("SELECT count(*) AS n FROM notifications WHERE app_id = 'doomed'") == 1)
         #expect(try Admin.ownedRows(api, app: "doomed") > 10)

@@ -179,7 +179,9 @@ struct ContractTests {
         #expect(subjectSend.status == 202)
         let deviceSend = try api.admin(
             "POST", "/v1/apps/c-erase/notifications",
-            json: #"{"to": [{"deviceToken": "\#(Self.otherDevice)", "recipient": "DEV1-person"}], "aps": {"alert": "Hi"}}"#)
+            json:
+                #"{"to": [{"deviceToken": "\#(Self.otherDevice)", "recipient": "DEV1-person"}], "aps": {"alert": "Hi"}}"#
+        )
         #expect(deviceSend.status == 202)
 
         let erased = try api.admin("DELETE", "/v1/apps/c-erase/subjects/42")

@@ -271,7 +271,8 @@ struct TenantIsolationTests {
                 // The send routes take an app's server key: a valid ingest key there is the wrong scope (403).
                 let wrongScope = route.pattern.contains("/notifications") && credential == c.key
                 #expect(
-                    response.status == (wrongScope ? 403 : 401), "\(route) with an ingest key answered \(response.status)")
+                    response.status == (wrongScope ? 403 : 401),
+                    "\(route) with an ingest key answered \(response.status)")
                 if !wrongScope { #expect(response.headers["www-authenticate"]?.hasPrefix("Bearer") == true) }
             }
         }
@@ -466,7 +467,8 @@ private enum Isolation: ResponseHelpers {
             case ("POST", "/v1/apps/{app}/notifications"):
                 return Call(
                     path: app + "/notifications",
-                    body: json(["to": [Isolation.deviceToken("\(tenant.app)-3")], "aps": ["alert": "Hi"]]), expected: 202)
+                    body: json(["to": [Isolation.deviceToken("\(tenant.app)-3")], "aps": ["alert": "Hi"]]),
+                    expected: 202)
             case ("GET", "/v1/apps/{app}/notifications"):
                 return Call(path: app + "/notifications?status=pending", body: nil, expected: 200)
             case ("GET", "/v1/apps/{app}/notifications/{notificationId}"):

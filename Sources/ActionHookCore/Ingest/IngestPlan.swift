@@ -193,9 +193,9 @@ public struct IngestPlan: Sendable {
                     subject: decision.subject, outcome: outcome, notification: notification)
             }
         }
+        let unanswered = notification.map { !$0.answered } ?? false
         answersNotification =
-            notification.map { !$0.answered } ?? false && outcome != .expired && outcome != .superseded
-            && outcome != .snoozed && outcome != .snoozeLimitReached
+            unanswered && ![.expired, .superseded, .snoozed, .snoozeLimitReached].contains(outcome)
         if answersNotification, let notification {
             planned += notification.answerFollowUps(
                 response,

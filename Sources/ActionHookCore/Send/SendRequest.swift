@@ -202,7 +202,9 @@ public struct SendRequest: Sendable, Equatable {
             case .object(let object):
                 var replacement = ObjectReader(object, at: "/replaceOnAnswer")
                 replaceOnAnswer =
-                    replacement.object("aps", &diagnostics).map { Self.checkedAps($0, at: "/replaceOnAnswer/aps", &diagnostics) }
+                    replacement.object("aps", &diagnostics).map {
+                        Self.checkedAps($0, at: "/replaceOnAnswer/aps", &diagnostics)
+                    }
                     ?? defaultReplacement
                 replacement.reportUnknown(&diagnostics)
             default: diagnostics.wrongType("/replaceOnAnswer", expected: "a boolean or an object")
@@ -258,13 +260,14 @@ public struct SendRequest: Sendable, Equatable {
                 }
             }
             let reminders = steps.reduce(0) { total, step in
-                total + step.actions.reduce(0) { count, action in
-                    switch action {
-                    case .remind: count + to.count
-                    case .webhook: count + 1
-                    case .escalate(let devices, _): count + devices.count
+                total
+                    + step.actions.reduce(0) { count, action in
+                        switch action {
+                        case .remind: count + to.count
+                        case .webhook: count + 1
+                        case .escalate(let devices, _): count + devices.count
+                        }
                     }
-                }
             }
             if to.count + reminders > limits.maxRowsPerSend {
                 diagnostics.invalid(
@@ -307,7 +310,8 @@ public struct SendRequest: Sendable, Equatable {
         let key = NotificationKey(
             notificationID: UUID(), device: limits.maxDevices + limits.maxEscalationDevices, recipient: longest,
             expiresAt: Date(timeIntervalSince1970: 9_999_999_999))
-        let payloads = [apnsPayload(aps: aps, key: key)]
+        let payloads =
+            [apnsPayload(aps: aps, key: key)]
             + escalationApsList.map { apnsPayload(aps: $0, key: key) }
             + (replaceOnAnswer.map { [apnsPayload(aps: $0, key: nil)] } ?? [])
         if let size = payloads.map(\.jsonByteCount).max(), size > limits.maxPayloadBytes {
@@ -379,7 +383,8 @@ public struct SendRequest: Sendable, Equatable {
             guard let token else { continue }
             guard let hasUpperCase = NotificationResponse.deviceTokenCase(token) else {
                 diagnostics.invalid(
-                    element.stringValue == nil ? JSONPointer.appending("deviceToken", to: elementPointer) : elementPointer,
+                    element.stringValue == nil
+                        ? JSONPointer.appending("deviceToken", to: elementPointer) : elementPointer,
                     "must be hexadecimal with an even length of 16 to 200 characters")
                 continue
             }

@@ -102,7 +102,8 @@ struct ErrorMapper: Sendable {
             "detail": .string(
                 stored["expiresAt"] != nil
                     ? "The notification it answers expired before the reply arrived: it was stored as expired and did not act."
-                    : "The reply is older than its category's or rule's age limit: it was stored as expired and did not act."),
+                    : "The reply is older than its category's or rule's age limit: it was stored as expired and did not act."
+            ),
         ]
         for member in ["id", "ruleId", "maxReplyAgeSeconds", "ageSeconds", "notificationId", "expiresAt"] {
             if let value = stored[member] { problem[member] = value }

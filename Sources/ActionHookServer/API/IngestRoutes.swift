@@ -94,12 +94,6 @@ extension APIContext {
 
     /// The `Idempotency-Key` header, else the body's `responseId`, else a fresh key (no deduplication).
     func idempotencyKey(_ request: HTTPRequest, response: NotificationResponse) throws -> String {
-        if let header = request.headers["idempotency-key"] {
-            guard (1...255).contains(header.utf8.count), header.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-                throw APIError.badRequest("The Idempotency-Key header must be 1 to 255 visible ASCII characters.")
-            }
-            return header
-        }
-        return response.responseId ?? UUID().lowercasedString
+        try idempotencyKeyHeader(request) ?? response.responseId ?? UUID().lowercasedString
     }
 }
