@@ -360,6 +360,81 @@ struct ClientPackageTests {
         #expect(relaunched.all.isEmpty)
     }
 
+    @Test(
+        "replies to a notification the service sent, forwarded as they came: the first is bound and acts, the second is superseded, one past the key's exp is never sent"
+    )
+    func repliesToSentNotifications() async throws {
+        let api = try TestAPI()
+        let key = try api.createApp("kit-sent", extra: #""webhook":{"url":"https://hooks.example.com/kit-sent"}"#)
+        #expect(
+            try api.admin(
+                "PUT", "/v1/apps/kit-sent/categories/garage",
+                json: #"{"actions":[{"identifier":"close","title":"Close"}]}"#
+            ).status == 201)
+        #expect(
+            try api.admin(
+                "POST", "/v1/apps/kit-sent/rules",
+                json: #"{"id":"close","match":{"action":"close"},"handler":{"type":"accept"}}"#
+            ).status == 201)
+        let (phone, watch) = (String(repeating: "a1", count: 32), String(repeating: "b2", count: 32))
+        let sent = try api.admin(
+            "POST", "/v1/apps/kit-sent/notifications",
+            json: #"""
+                {"to": [{"deviceToken": "\#(phone)", "recipient": "ann"}, {"deviceToken": "\#(watch)", "recipient": "ann"}],
+                 "category": "garage", "aps": {"alert": "Close the garage?"}, "userInfo": {"door": "1"}}
+                """#)
+        #expect(sent.status == 202)
+        let id = try #require(sent.json["id"] as? String)
+        let expiresAt = try #require(
+            (sent.json["expiresAt"] as? String).flatMap { ISO8601DateFormatter.withFractions.date(from: $0) })
+
+        // What each device's push carried in userInfo, as iOS hands it to the app.
+        func userInfo(device: Int, exp: Date) -> [String: JSONValue] {
+            [
+                "aps": .object(["alert": .string("Close the garage?"), "category": .string("garage")]),
+                "door": .string("1"),
+                "actionhook": .object([
+                    "n": .string(id), "d": .number(Double(device)), "r": .string("ann"),
+                    "exp": .number(exp.timeIntervalSince1970.rounded(.up)),
+                ]),
+            ]
+        }
+        let events = Events()
+        let client = try Self.client(port: api.port, key: key, events: events)
+        let first = Reply(
+            actionIdentifier: "close", categoryIdentifier: "garage", userInfo: userInfo(device: 0, exp: expiresAt),
+            deviceToken: phone)
+        let second = Reply(
+            actionIdentifier: "close", categoryIdentifier: "garage", userInfo: userInfo(device: 1, exp: expiresAt),
+            deviceToken: watch)
+        // A reply to an older notification whose key says it expired a minute ago: dropped on the phone.
+        let late = Reply(
+            actionIdentifier: "close", categoryIdentifier: "garage",
+            userInfo: userInfo(device: 0, exp: Date().addingTimeInterval(-60)), deviceToken: phone)
+        for reply in [first, second, late] { _ = try client.enqueue(reply) }
+        #expect(await Self.drain(client, within: 30))
+
+        let rows = try api.query(
+            """
+            SELECT client_response_id, outcome, notification_id::text AS notification, recipient FROM responses
+            WHERE app_id = 'kit-sent' ORDER BY received_at, id
+            """)
+        let stored = try rows.map {
+            [
+                try $0.decode("client_response_id", as: String.self), try $0.decode("outcome", as: String.self),
+                try $0.decode("notification", as: String.self), try $0.decode("recipient", as: String.self),
+            ]
+        }
+        #expect(stored == [[first.responseId, "accepted", id, "ann"], [second.responseId, "superseded", id, "ann"]])
+        let dropped = events.all.compactMap { event -> String? in
+            if case .dropped(let responseId, .pastDeadline) = event { responseId } else { nil }
+        }
+        #expect(dropped == [late.responseId])
+        let receipt = try api.admin("GET", "/v1/apps/kit-sent/notifications/\(id)")
+        #expect(receipt.json["status"] as? String == "answered")
+        #expect((receipt.json["answer"] as? [String: Any])?["responseId"] as? String != nil)
+    }
+
     @Test("a key revoked and replaced: every reply queued meanwhile is kept, then stored once with the new key")
     func keyRevokedAndReplaced() async throws {
         let api = try TestAPI()
@@ -401,6 +476,15 @@ struct ClientPackageTests {
         #expect(events.delivered(status: 202) == 13)
         #expect(events.pauses == 1)
         #expect(client.queue.count == 0)
+    }
+}
+
+extension ISO8601DateFormatter {
+    /// RFC 3339 with milliseconds, as the service writes times.
+    static var withFractions: ISO8601DateFormatter {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter
     }
 }
 
