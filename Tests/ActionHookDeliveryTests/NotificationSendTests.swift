@@ -330,6 +330,45 @@ struct NotificationSendTests {
         #expect(steps.map { $0["fired"] as? Bool } == [true, false])
     }
 
+    @Test("nobody answers at all: the reminder, then the escalation to another device with its own key, each once")
+    func escalationFires() async throws {
+        let bed = try Bed(app: "escalation")
+        let (device, manager) = (APNsStandIn.deviceToken(), APNsStandIn.deviceToken())
+        let sent = try bed.send(
+            #"""
+            {"to": [{"deviceToken": "\#(device)", "recipient": "ann"}], "category": "INVITE", "aps": {"alert": "Timer done"},
+             "onNoReply": [{"afterSeconds": 1, "followUps": [{"type": "remind"}]},
+                           {"afterSeconds": 2, "followUps": [{"type": "escalate", "to": [{"deviceToken": "\#(manager)", "recipient": "boss"}],
+                                                               "aps": {"alert": "Ann did not stop the timer"}}]}]}
+            """#)
+        let id = try #require(sent["id"] as? String)
+        try await bed.waitForKinds(id, ["step"], in: ["delivered"], count: 2)
+        // Each step's rows were due at the send's time plus afterSeconds, and none started early.
+        #expect(
+            try bed.api.count(
+                """
+                SELECT count(*) AS n FROM followups f JOIN notifications n ON n.id = f.notification_id
+                JOIN delivery_attempts a ON a.followup_id = f.id
+                WHERE n.id = \(UUID(uuidString: id)!) AND f.kind = 'step'
+                    AND abs(extract(epoch FROM f.due_at - n.created_at) - (f.step + 1)) < 0.001
+                    AND a.started_at >= f.due_at
+                """) == 2)
+        #expect(try bed.standIn.requests(token: device).count == 2)
+        let escalations = try bed.standIn.requests(token: manager)
+        try #require(escalations.count == 1)
+        #expect((escalations[0].aps?["alert"] as? String) == "Ann did not stop the timer")
+        #expect(escalations[0].aps?["category"] as? String == "INVITE")
+        let key = try #require(escalations[0].payloadObject?["actionhook"] as? [String: Any])
+        #expect(key["n"] as? String == id && key["d"] as? Int == 1 && key["r"] as? String == "boss")
+        // The manager's answer is bound to the same notification and wins.
+        let answer = try bed.reply("ACCEPT", token: manager, userInfo: escalations[0].payloadObject ?? [:])
+        #expect(answer.json["outcome"] as? String == "accepted")
+        #expect(answer.json["recipient"] as? String == "boss")
+        let receipt = try bed.receipt(id)
+        #expect((receipt["steps"] as? [[String: Any]])?.map { $0["fired"] as? Bool } == [true, true])
+        #expect((receipt["answer"] as? [String: Any])?["recipient"] as? String == "boss")
+    }
+
     @Test("a reply after expiresAt is 410 and acts on nothing; notification.expired fires once when asked")
     func expiry() async throws {
         let bed = try Bed(app: "expiry")
