@@ -19,7 +19,9 @@ engine_repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # The builds run beside other work on small machines.
 engine_nice=(nice -n 19)
 # shellcheck disable=SC2034 # for the scripts that source this file
-engine_packages=(podman runc netavark aardvark-dns debootstrap)
+# iptables: netavark sets up the build containers' network with it (a machine without it fails every RUN
+# with "netavark: No such file or directory").
+engine_packages=(podman runc netavark aardvark-dns iptables debootstrap)
 engine_service_pid=
 engine_dir=
 stand_in_label=org.actionhook.stand-in
