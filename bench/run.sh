@@ -261,7 +261,9 @@ if [[ "$skip_build" == 1 ]]; then
 else
     build_all
 fi
-for binary in "$bare_bin" "$actionhook_bin" "$peer_bin"; do
+binaries=("$bare_bin" "$actionhook_bin")
+if wants peer; then binaries+=("$peer_bin"); fi
+for binary in "${binaries[@]}"; do
     [[ -x "$binary" ]] || {
         log "$binary is missing (run without BENCH_SKIP_BUILD)"
         exit 1
