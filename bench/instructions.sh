@@ -106,12 +106,17 @@ measure() { # binary kind label
     printf '%-8s %10d instructions per request   %s\n' "$kind" "$((total / requests))" "$label"
 }
 
+index=0
 for binary in "${binaries[@]}"; do
-    stripped="$work/$(basename "$binary")-$RANDOM"
+    # A folder per binary: the SQL migrations travel in the resource bundles next to it, and each build
+    # must find its own (a shared folder gave every binary after the first the first one's migrations).
+    index=$((index + 1))
+    folder="$work/binary-$index"
+    mkdir -p "$folder"
+    stripped="$folder/$(basename "$binary")"
     strip --strip-debug -o "$stripped" "$binary"
-    # The SQL migrations travel in the resource bundle next to the binary.
     for bundle in "$(dirname "$binary")"/*.resources; do
-        if [[ -e "$bundle" && ! -e "$work/$(basename "$bundle")" ]]; then ln -s "$bundle" "$work/"; fi
+        if [[ -e "$bundle" ]]; then ln -s "$bundle" "$folder/"; fi
     done
     for kind in reject ingest; do measure "$stripped" "$kind" "$binary"; done
 done
