@@ -164,22 +164,9 @@ public struct Export: ParsableCommand {
 public enum ReplyDryRun {
     /// Posts the reply in `path` (JSON or YAML) to the dry run and prints the match and the follow-ups.
     public static func run(path: String, appID: String, client: AdminClient, terminal: Terminal) throws {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw CLIError("\(path): cannot be read")
-        }
-        let document = try YAMLDocument(text: text, name: path)
-        let answer = try client.send("POST", AdminClient.path("apps", appID, "rules", "test"), body: document.value)
-        guard answer.status == 200, let result = answer.json?.objectValue else {
-            if answer.status == 404 { throw CLIError("app \(appID) does not exist") }
-            let lines = answer.fieldErrors.map { error in
-                "\(path):\(document.line(for: error.pointer) ?? 1): \(error.pointer.isEmpty ? "the reply" : String(error.pointer.dropFirst())): \(error.detail)"
-            }
-            throw CLIError(
-                lines: lines.isEmpty ? ["the reply was refused (\(answer.status)): \(answer.problemDetail)"] : lines)
-        }
+        let (_, result) = try FileRequest.post(
+            path, to: AdminClient.path("apps", appID, "rules", "test"), what: "the reply", appID: appID,
+            accepting: [200], client: client)
         if let rule = result["ruleId"]?.stringValue {
             terminal.line("matched rule: \(rule)")
         } else {

@@ -37,25 +37,9 @@ public enum NotificationSend {
     public static func run(
         path: String, appID: String, idempotencyKey: String?, client: AdminClient, terminal: Terminal
     ) throws {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw CLIError("\(path): cannot be read")
-        }
-        let document = try YAMLDocument(text: text, name: path)
-        let answer = try client.send(
-            "POST", AdminClient.path("apps", appID, "notifications"), body: document.value,
-            headers: idempotencyKey.map { [("Idempotency-Key", $0)] } ?? [])
-        guard [200, 202].contains(answer.status), let sent = answer.json?.objectValue else {
-            if answer.status == 404 { throw CLIError("app \(appID) does not exist") }
-            let lines = answer.fieldErrors.map { error in
-                "\(path):\(document.line(for: error.pointer) ?? 1): \(error.pointer.isEmpty ? "the notification" : String(error.pointer.dropFirst())): \(error.detail)"
-            }
-            throw CLIError(
-                lines: lines.isEmpty
-                    ? ["the notification was refused (\(answer.status)): \(answer.problemDetail)"] : lines)
-        }
+        let (answer, sent) = try FileRequest.post(
+            path, to: AdminClient.path("apps", appID, "notifications"), what: "the notification", appID: appID,
+            accepting: [200, 202], headers: idempotencyKey.map { [("Idempotency-Key", $0)] } ?? [], client: client)
         terminal.line(
             "\(answer.status == 200 ? "already sent" : "sent") notification \(sent["id"]?.stringValue ?? "?")")
         terminal.line("expires at: \(sent["expiresAt"]?.stringValue ?? "?")")
@@ -76,5 +60,33 @@ public enum NotificationSend {
             )
         }
         terminal.line("receipt: actionhook's GET /v1/apps/\(appID)/notifications/\(sent["id"]?.stringValue ?? "?")")
+    }
+}
+
+/// A request whose body is a JSON or YAML file (`actionhook test`, `actionhook send`).
+enum FileRequest {
+    /// Reads `path`, posts its value to `route` and returns the answer and its JSON object. A refusal
+    /// names the file's line of each field the server pointed at; a 404 says the app does not exist.
+    static func post(
+        _ path: String, to route: String, what: String, appID: String, accepting statuses: Set<Int>,
+        headers: [(String, String)] = [], client: AdminClient
+    ) throws -> (AdminAnswer, JSONObject) {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw CLIError("\(path): cannot be read")
+        }
+        let document = try YAMLDocument(text: text, name: path)
+        let answer = try client.send("POST", route, body: document.value, headers: headers)
+        guard statuses.contains(answer.status), let object = answer.json?.objectValue else {
+            if answer.status == 404 { throw CLIError("app \(appID) does not exist") }
+            let lines = answer.fieldErrors.map { error in
+                "\(path):\(document.line(for: error.pointer) ?? 1): \(error.pointer.isEmpty ? what : String(error.pointer.dropFirst())): \(error.detail)"
+            }
+            throw CLIError(
+                lines: lines.isEmpty ? ["\(what) was refused (\(answer.status)): \(answer.problemDetail)"] : lines)
+        }
+        return (answer, object)
     }
 }
