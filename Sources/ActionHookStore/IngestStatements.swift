@@ -211,16 +211,19 @@ struct IngestStatements {
 
     /// The sent notifications the batch's keyed replies name, each with the replying device's recipient,
     /// locked `FOR UPDATE` in (app, id) order (so two batches never wait on each other in a cycle). A
-    /// notification of another app is not found: the reply stays unbound.
-    static func boundNotifications(apps: [String], ids: [String], devices: [Int]) -> PostgresQuery {
+    /// notification of another app is not found: the reply stays unbound. The key's device position is
+    /// believed only when the send put the reply's own device token there: a reply from another device
+    /// (or without a token) is bound to the notification, with no position and no recipient.
+    static func boundNotifications(apps: [String], ids: [String], devices: [Int], tokens: [String]) -> PostgresQuery {
         ("""
         SELECT k.position::int AS position, n.id, n.answers, n.expires_at, n.answered_at IS NOT NULL AS answered,
             n.collapse_id, n.category, n.subject, n.created_at, n.events, n.replace_on_answer::text AS replacement,
-            n.devices -> k.device ->> 'recipient' AS recipient,
-            jsonb_array_length(n.devices) > k.device AS known_device,
+            CASE WHEN n.devices -> k.device ->> 'deviceToken' = k.token THEN n.devices -> k.device ->> 'recipient'
+                END AS recipient,
+            coalesce(n.devices -> k.device ->> 'deviceToken' = k.token, false) AS known_device,
             CASE WHEN n.replace_on_answer IS NOT NULL THEN n.devices::text END AS devices
-        FROM unnest(\(apps)::text[], \(ids)::uuid[], \(devices)::int[]) WITH ORDINALITY
-            AS k(app_id, id, device, position)
+        FROM unnest(\(apps)::text[], \(ids)::uuid[], \(devices)::int[], \(tokens)::text[]) WITH ORDINALITY
+            AS k(app_id, id, device, token, position)
         JOIN notifications n ON n.app_id = k.app_id AND n.id = k.id
         ORDER BY n.app_id, n.id
         FOR UPDATE OF n
@@ -233,7 +236,10 @@ struct IngestStatements {
         var devices: [SendDevice] = []
         if let text: String = try row.decode("devices") {
             devices = (try JSONParser.parse(text).arrayValue ?? []).compactMap { device in
-                guard device.value(atPath: "escalation")?.boolValue != true else { return nil }
+                // Devices an escalation added may never have been sent anything; an erased one has no token.
+                guard device.value(atPath: "escalation")?.boolValue != true,
+                    device.value(atPath: "deviceToken")?.stringValue?.isEmpty == false
+                else { return nil }
                 return device.value(atPath: "deviceToken")?.stringValue.map {
                     SendDevice(deviceToken: $0, recipient: device.value(atPath: "recipient")?.stringValue)
                 }

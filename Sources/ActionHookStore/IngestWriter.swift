@@ -145,7 +145,7 @@ struct IngestTransaction {
             : reads.add(
                 IngestStatements.boundNotifications(
                     apps: keyed.map(\.notification.appID), ids: keyed.map(\.notification.name),
-                    devices: keyed.map(\.device)))
+                    devices: keyed.map(\.device), tokens: keyed.map { items[$0.index].response.deviceToken ?? "" }))
         let snoozeCounts = snoozing.isEmpty ? nil : reads.add(IngestStatements.snoozeCounts(snoozing))
         let pendingSnoozes = answering.isEmpty ? nil : reads.add(IngestStatements.pendingSnoozes(answering))
         let read = PipelinedReads.Results(rows: try send(reads.queries))

@@ -117,6 +117,8 @@ public struct NotificationStore: Sendable {
                 }
             }
             guard !devices.isEmpty else { throw StoreError.noDevices }
+            // A subject's devices are known only now: the limits that depend on them are checked here.
+            if request.to == nil { try request.check(devices: devices, limits: limits) }
             let plan = SendPlan(request, devices: devices, id: UUID.timeOrdered(at: now), now: now, limits: limits)
             return (
                 .created(plan.answer, devices: plan.devices.count), Self.writes(appID, idempotencyKey, request, plan)

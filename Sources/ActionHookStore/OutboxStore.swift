@@ -92,8 +92,8 @@ public struct OutboxStore: Outbox {
         }
     }
 
-    // A no-reply step or an expiry is sent only if its notification is still unanswered when it is
-    // claimed: the claim reads the notification in the same statement and cancels the row instead. An
+    // A no-reply step is sent only if its notification is still unanswered and unexpired when it is
+    // claimed (an expiry webhook, only if unanswered): the claim reads the notification in the same statement and cancels the row instead. An
     // answer that commits before the claim's snapshot cancels it (or the answer's own transaction did);
     // one that commits after the claim came after the silence the step waited for.
     // The due rows are locked by the CTE and updated through their ctid (a TID scan, the usual queue
@@ -112,7 +112,8 @@ public struct OutboxStore: Outbox {
         UPDATE followups f
         SET status = CASE WHEN f.kind IN ('step', 'expiry') AND EXISTS (
                 SELECT 1 FROM notifications n
-                WHERE n.app_id = f.app_id AND n.id = f.notification_id AND n.answered_at IS NOT NULL
+                WHERE n.app_id = f.app_id AND n.id = f.notification_id
+                    AND (n.answered_at IS NOT NULL OR (f.kind = 'step' AND n.expires_at <= now()))
             ) THEN 'cancelled' ELSE 'running' END,
             attempt = f.attempt + 1,
             lease_until = now() + make_interval(secs => \(leaseSeconds)), lease_token = \(token), updated_at = now()

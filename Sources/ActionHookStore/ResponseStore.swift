@@ -168,6 +168,8 @@ public struct ResponseStore: Sendable {
                     AND ((\(subject)::text IS NOT NULL AND subject = \(subject))
                         OR (\(device)::text IS NOT NULL
                             AND devices @> jsonb_build_array(jsonb_build_object('deviceToken', \(device)::text))))
+                ORDER BY id
+                FOR UPDATE
                 """
             ).map { try $0.decode("id", as: UUID.self) }
             guard !erased.isEmpty || !sent.isEmpty else { return (0, 0, 0) }
@@ -182,6 +184,13 @@ public struct ResponseStore: Sendable {
                         answer = jsonb_set(n.answer::jsonb, '{devices}',
                             actionhook_erase_devices(n.answer::jsonb -> 'devices', \(subject), \(device)))::json
                     WHERE n.app_id = \(appID) AND n.id = ANY(\(sent)::uuid[])
+                    """)
+                // Replies bound to them lose the recipient label too, in the row and in the answer replayed.
+                _ = try connection.execute(
+                    """
+                    UPDATE responses SET recipient = NULL,
+                        answer = jsonb_set(answer::jsonb, '{recipient}', 'null'::jsonb, false)::json
+                    WHERE app_id = \(appID) AND notification_id = ANY(\(sent)::uuid[]) AND recipient IS NOT NULL
                     """)
                 cancelledSent = try connection.execute(
                     """

@@ -131,6 +131,11 @@ struct SendPlanTests {
         }
         .joined(separator: ",")
         #expect(Self.failure(#"{"to": [\#(devices)], "onNoReply": [\#(steps)]}"#) == ["/onNoReply"])
+        // A send to a subject's devices is checked once the store knows them.
+        let bySubject = try? SendRequest.decode(json(#"{"subject": "s", "onNoReply": [\#(steps)]}"#), now: Self.now)
+        let many = (0..<1000).map { SendDevice(deviceToken: String(format: "%064x", $0 + 1)) }
+        #expect(throws: ValidationFailure.self) { try bySubject?.check(devices: many) }
+        #expect(throws: Never.self) { try bySubject?.check(devices: Array(many.prefix(10))) }
         let fewer = (1...10).map { #"{"afterSeconds": \#($0 * 60), "followUps": [{"type": "remind"}]}"# }.joined(
             separator: ",")
         #expect(Self.failure(#"{"to": [\#(devices)], "onNoReply": [\#(fewer)]}"#).isEmpty)

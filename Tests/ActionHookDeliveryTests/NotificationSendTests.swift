@@ -376,7 +376,8 @@ struct NotificationSendTests {
         let sent = try bed.send(
             #"""
             {"to": ["\#(device)"], "category": "INVITE", "aps": {"alert": "Quick!"}, "ttlSeconds": 1,
-             "webhookEvents": ["expired"]}
+             "webhookEvents": ["expired"],
+             "onNoReply": [{"afterSeconds": 2, "followUps": [{"type": "webhook", "url": "\#(bed.receiver.url("/step"))"}]}]}
             """#)
         let id = try #require(sent["id"] as? String)
         try await bed.waitForKinds(id, ["expiry"], in: ["delivered"], count: 1)
@@ -395,6 +396,9 @@ struct NotificationSendTests {
         let event = try JSONSerialization.jsonObject(with: Data(events[0].body)) as? [String: Any]
         #expect(event?["type"] as? String == "notification.expired")
         #expect(try bed.receipt(id)["status"] as? String == "expired")
+        // A step due after the expiry is cancelled when claimed, never sent.
+        try await bed.waitForKinds(id, ["step"], in: ["cancelled"], count: 1)
+        #expect(bed.receiver.requests.filter { $0.path == "/step" }.isEmpty)
     }
 
     @Test("a send is idempotent by Idempotency-Key: the same body replays, another body is 422; one push per device")
@@ -470,6 +474,14 @@ struct NotificationSendTests {
         let sent = try bed.send(#"{"subject": "task-9", "aps": {"alert": "Still open"}}"#)
         let devices = try #require(sent["devices"] as? [[String: Any]])
         #expect(Set(devices.compactMap { $0["deviceToken"] as? String }) == [one, two])
+        // A reply naming another device's position is bound, but gets neither that device nor its label.
+        let sentID = try #require(sent["id"] as? String)
+        let position = try #require(devices.firstIndex { $0["deviceToken"] as? String == one })
+        let impostor = try bed.reply(
+            "DECLINE", token: two,
+            userInfo: ["aps": ["category": "INVITE"], "actionhook": ["n": sentID, "d": position]])
+        #expect(impostor.json["notificationId"] as? String == sentID)
+        #expect(impostor.json["recipient"] is NSNull)
         _ = try bed.send(#"{"subject": "nobody", "aps": {"alert": "?"}}"#, status: 422)
         let unknown = try bed.send(#"{"to": ["\#(one)"], "category": "NOPE", "aps": {"alert": "?"}}"#, status: 422)
         #expect((unknown["errors"] as? [[String: Any]])?.first?["pointer"] as? String == "/category")

@@ -245,37 +245,7 @@ public struct SendRequest: Sendable, Equatable {
             }
             events = Array(Set(names).intersection(eventNames)).sorted()
         }
-        if let to {
-            let given = Set(to.map(\.deviceToken))
-            var escalationIndex = 0
-            for (stepIndex, step) in steps.enumerated() {
-                for (actionIndex, action) in step.actions.enumerated() {
-                    guard case .escalate(let devices, _) = action else { continue }
-                    for (deviceIndex, device) in devices.enumerated() where given.contains(device.deviceToken) {
-                        diagnostics.invalid(
-                            "/onNoReply/\(stepIndex)/followUps/\(actionIndex)/to/\(deviceIndex)",
-                            "is already one of the devices in /to")
-                    }
-                    escalationIndex += devices.count
-                }
-            }
-            let reminders = steps.reduce(0) { total, step in
-                total
-                    + step.actions.reduce(0) { count, action in
-                        switch action {
-                        case .remind: count + to.count
-                        case .webhook: count + 1
-                        case .escalate(let devices, _): count + devices.count
-                        }
-                    }
-            }
-            if to.count + reminders > limits.maxRowsPerSend {
-                diagnostics.invalid(
-                    "/onNoReply",
-                    "would queue \(to.count + reminders) pushes and webhooks (one reminder is a push per device); at most \(limits.maxRowsPerSend)"
-                )
-            }
-        }
+        if let to { Self.checkDevices(to, steps: steps, limits: limits, &diagnostics) }
         reader.reportUnknown(&diagnostics)
         try diagnostics.check()
 
@@ -286,6 +256,51 @@ public struct SendRequest: Sendable, Equatable {
             requestHash: SHA256.hash(data: Array(body.jsonBytes)).withUnsafeBytes { Array($0) })
         try request.checkPayloadSize(limits: limits)
         return request
+    }
+
+    /// Checks what depends on the devices the send goes to, once they are known (at once with `to`;
+    /// for a send to a subject's devices, once the store has read them): no escalation repeats one of
+    /// them, the outbox rows stay within ``SendLimits/maxRowsPerSend``, and the push with each device's
+    /// key (its recipient label included) fits ``SendLimits/maxPayloadBytes``.
+    public func check(devices: [SendDevice], limits: SendLimits = SendLimits()) throws(ValidationFailure) {
+        var diagnostics = Diagnostics()
+        Self.checkDevices(devices, steps: onNoReply, limits: limits, &diagnostics)
+        try diagnostics.check()
+        var resolved = self
+        resolved.to = devices
+        try resolved.checkPayloadSize(limits: limits)
+    }
+
+    static func checkDevices(
+        _ devices: [SendDevice], steps: [NoReplyStep], limits: SendLimits, _ diagnostics: inout Diagnostics
+    ) {
+        let given = Set(devices.map(\.deviceToken))
+        for (stepIndex, step) in steps.enumerated() {
+            for (actionIndex, action) in step.actions.enumerated() {
+                guard case .escalate(let escalated, _) = action else { continue }
+                for (deviceIndex, device) in escalated.enumerated() where given.contains(device.deviceToken) {
+                    diagnostics.invalid(
+                        "/onNoReply/\(stepIndex)/followUps/\(actionIndex)/to/\(deviceIndex)",
+                        "is already one of the devices the notification goes to")
+                }
+            }
+        }
+        let rows = steps.reduce(devices.count) { total, step in
+            total
+                + step.actions.reduce(0) { count, action in
+                    switch action {
+                    case .remind: count + devices.count
+                    case .webhook: count + 1
+                    case .escalate(let escalated, _): count + escalated.count
+                    }
+                }
+        }
+        if rows > limits.maxRowsPerSend {
+            diagnostics.invalid(
+                "/onNoReply",
+                "would queue \(rows) pushes and webhooks (one reminder is a push per device); at most \(limits.maxRowsPerSend)"
+            )
+        }
     }
 
     /// When the notification expires, for a send at `now`.

@@ -15,13 +15,13 @@ extension APIContext {
         router.add(
             .post, "/v1/apps/{app}/notifications", bodyLimit: Self.sendBodyLimit,
             sender { request, appID in
+                let key = try idempotencyKeyHeader(request)
                 let body = try SendRequest.decode(try request.jsonBody(), limits: sendLimits, now: Date())
                 if let category = body.category, try ruleSet(appID: appID).categories[category] == nil {
                     throw ValidationFailure.invalid([
                         FieldError(pointer: "/category", detail: "is not one of the app's categories")
                     ])
                 }
-                let key = try idempotencyKeyHeader(request)
                 switch try notifications.send(appID: appID, idempotencyKey: key, request: body) {
                 case .created(let answer, let devices):
                     metrics.notificationSent(appID: appID, devices: devices)
