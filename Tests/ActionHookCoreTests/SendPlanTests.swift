@@ -67,6 +67,10 @@ struct SendPlanTests {
                 #"{"to": ["\#(token1)"], "replaceOnAnswer": {"aps": {"category": "x"}}}"#,
                 ["/replaceOnAnswer/aps/category"]
             ),
+            (
+                #"{"to": ["\#(token1)"], "replaceOnAnswer": {"aps": {"alert": "By {{nobody}}"}}}"#,
+                ["/replaceOnAnswer/aps/alert"]
+            ),
         ])
     func refused(_ body: String, pointers: [String]) {
         #expect(Self.failure(body) == pointers)

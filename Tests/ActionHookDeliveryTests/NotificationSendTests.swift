@@ -131,7 +131,8 @@ struct NotificationSendTests {
             {"to": [\#(Self.devices([(a1, "alice"), (a2, "alice"), (b1, "bob")]))], "category": "INVITE",
              "aps": {"alert": {"title": "Dinner?", "body": "Friday 8pm"}, "sound": "default", "interruption-level": "time-sensitive"},
              "userInfo": {"eventId": 42}, "subject": "event-42", "ttlSeconds": 3600, "priority": 10,
-             "replaceOnAnswer": true, "webhookEvents": ["answered"],
+             "replaceOnAnswer": {"aps": {"alert": {"title": "Dinner?", "body": "Answered by {{recipient}}"}}},
+             "webhookEvents": ["answered"],
              "onNoReply": [{"afterSeconds": 30, "followUps": [{"type": "remind"}, {"type": "webhook"}]}]}
             """#)
         let id = try #require(sent["id"] as? String)
@@ -185,7 +186,7 @@ struct NotificationSendTests {
             try #require(requests.count == 2, "\(requests.count) pushes to a device that did not answer")
             #expect(requests[1].headers["apns-collapse-id"] == collapse)
             #expect(requests[1].aps?["category"] == nil)
-            #expect((requests[1].aps?["alert"] as? [String: Any])?["body"] as? String == "Answered on another device")
+            #expect((requests[1].aps?["alert"] as? [String: Any])?["body"] as? String == "Answered by alice")
         }
         #expect(try bed.standIn.requests(token: a2).count == 1)
         // The rule's webhook, templated with the binding, once; notification.answered once.

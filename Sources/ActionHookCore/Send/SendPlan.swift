@@ -266,6 +266,11 @@ public struct BoundNotification: Sendable, Equatable {
     func answerFollowUps(_ response: NotificationResponse, view: StoredResponseView) -> [PlannedFollowUp] {
         var planned: [PlannedFollowUp] = []
         if let replacement {
+            // Rendered with the answering reply: "Answered by {{recipient}}" names who answered.
+            var context = TemplateContext(response: response, responseID: view.id, subject: view.subject)
+            context.notificationID = id
+            context.recipient = recipient
+            let aps = Template.render(.object(replacement), context: context)
             for (position, device) in devices.enumerated()
             where position != self.device && device.deviceToken != response.deviceToken {
                 planned.append(
@@ -276,7 +281,7 @@ public struct BoundNotification: Sendable, Equatable {
                             "collapseId": .string(collapseId),
                             "expiration": .integer(
                                 Int((expiresAt ?? view.receivedAt).timeIntervalSince1970.rounded(.up))),
-                            "payload": .object(["aps": .object(replacement)]),
+                            "payload": .object(["aps": aps]),
                         ]), kind: .replace))
             }
         }

@@ -203,7 +203,9 @@ public struct SendRequest: Sendable, Equatable {
                 var replacement = ObjectReader(object, at: "/replaceOnAnswer")
                 replaceOnAnswer =
                     replacement.object("aps", &diagnostics).map {
-                        Self.checkedAps($0, at: "/replaceOnAnswer/aps", &diagnostics)
+                        // A template over the answering reply: "Answered by {{recipient}}".
+                        diagnostics.invalid(Template.validate(.object($0), pointer: "/replaceOnAnswer/aps"))
+                        return Self.checkedAps($0, at: "/replaceOnAnswer/aps", &diagnostics)
                     }
                     ?? defaultReplacement
                 replacement.reportUnknown(&diagnostics)
