@@ -76,7 +76,8 @@ public struct IngestWriter: Sendable {
 /// Reads, in order: the per-key advisory locks (and the database's clock), the apps' shared locks, the
 /// apps still present, the responses stored under the keys (only when `lookingUp`), how often each
 /// snoozed notification was snoozed before, and the snooze re-deliveries pending for each notification
-/// the batch answers otherwise; before those, the sent notifications its replies carry keys of, locked.
+/// the batch answers otherwise; between the stored responses and the snooze counts, the sent
+/// notifications whose keys its replies carry, locked.
 struct IngestTransaction {
     let items: [IngestItem]
     let lookingUp: Bool

@@ -62,24 +62,29 @@ public struct NotificationStore: Sendable {
 
     /// Sends `request` for `appID`: stores it and its outbox rows, and wakes the workers at commit.
     /// Without `to`, it goes to the devices that answered for its subject before (the newest reply per
-    /// device decides its recipient label); with none, ``StoreError/noDevices``.
+    /// device decides its recipient label); with none, a 422 at `/subject`.
     public func send(appID: String, idempotencyKey: String?, request: SendRequest) throws -> SendResult {
         try pool.pipelinedTransaction { send in
             var reads = PipelinedReads()
-            let lockText = AppScoped(appID: appID, name: "notifications\u{1F}" + (idempotencyKey ?? "")).lockText
-            let keyLock = reads.add(
-                """
-                SELECT pg_try_advisory_xact_lock(hashtextextended(\(lockText), 0)) AS locked, now() AS now
-                """)
+            // The key's lock first, so that the lookup after it sees what a previous holder committed.
+            let keyReads = idempotencyKey.map { key in
+                (
+                    lock: reads.add(
+                        """
+                        SELECT pg_try_advisory_xact_lock(hashtextextended(\(
+                            AppScoped(appID: appID, name: "notifications\u{1F}" + key).lockText), 0)) AS locked
+                        """),
+                    stored: reads.add(
+                        """
+                        SELECT request_hash, answer FROM notifications
+                        WHERE app_id = \(appID) AND idempotency_key = \(key)
+                        """)
+                )
+            }
             let appLock = reads.add(
                 """
                 SELECT pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(\(appID))) AS shared,
-                    EXISTS (SELECT 1 FROM apps WHERE id = \(appID)) AS present
-                """)
-            let stored = reads.add(
-                """
-                SELECT request_hash, answer FROM notifications
-                WHERE app_id = \(appID) AND idempotency_key = \(idempotencyKey)
+                    EXISTS (SELECT 1 FROM apps WHERE id = \(appID)) AS present, now() AS now
                 """)
             let subjectDevices =
                 request.to == nil
@@ -97,11 +102,11 @@ public struct NotificationStore: Sendable {
             let read = PipelinedReads.Results(rows: try send(reads.queries))
             guard try read[appLock][0].decode("shared", as: Bool.self) else { throw StoreError.appBeingDeleted }
             guard try read[appLock][0].decode("present", as: Bool.self) else { throw StoreError.notFound }
-            if idempotencyKey != nil {
-                guard try read[keyLock][0].decode("locked", as: Bool.self) else {
+            if let keyReads {
+                guard try read[keyReads.lock][0].decode("locked", as: Bool.self) else {
                     throw StoreError.idempotencyKeyInFlight
                 }
-                if let row = read[stored].first {
+                if let row = read[keyReads.stored].first {
                     guard SecretToken.constantTimeEquals(try row.decode("request_hash"), request.requestHash) else {
                         throw StoreError.idempotencyKeyReused
                     }
@@ -109,15 +114,14 @@ public struct NotificationStore: Sendable {
                     return (.replayed(answer), [])
                 }
             }
-            let now: Date = try read[keyLock][0].decode("now")
+            let now: Date = try read[appLock][0].decode("now")
             var devices = request.to ?? []
             if let subjectDevices {
                 devices = try read[subjectDevices].map {
                     SendDevice(deviceToken: try $0.decode("device_token"), recipient: try $0.decode("recipient"))
                 }
             }
-            guard !devices.isEmpty else { throw StoreError.noDevices }
-            // A subject's devices are known only now: the limits that depend on them are checked here.
+            // A subject's devices are known only now: none, or the limits that depend on them, are checked here.
             if request.to == nil { try request.check(devices: devices, limits: limits) }
             let plan = SendPlan(request, devices: devices, id: UUID.timeOrdered(at: now), now: now, limits: limits)
             return (
@@ -142,13 +146,6 @@ public struct NotificationStore: Sendable {
             rows.endRecord()
         }
         let replacement = request.replaceOnAnswer.map { PostgresJSON(JSONValue.object($0).jsonText) }
-        let steps = JSONValue.array(
-            request.onNoReply.indices.map {
-                .object([
-                    "afterSeconds": .integer(request.onNoReply[$0].afterSeconds),
-                    "dueAt": .string(Timestamp.format(plan.stepDueTimes[$0])),
-                ])
-            })
         return [
             """
             INSERT INTO notifications (app_id, id, idempotency_key, request_hash, category, subject, answers,
@@ -156,7 +153,7 @@ public struct NotificationStore: Sendable {
             VALUES (\(appID), \(plan.notificationID), \(key), \(request.requestHash), \(request.category),
                 \(request.subject), \(request.answers.rawValue), \(plan.collapseId), \(replacement)::jsonb,
                 \(request.events)::text[], \(PostgresJSON(plan.devicesJSON.jsonText))::jsonb,
-                \(PostgresJSON(steps.jsonText))::jsonb, \(plan.silenceAt), \(plan.expiresAt), now(),
+                \(PostgresJSON(plan.stepsJSON.jsonText))::jsonb, \(plan.silenceAt), \(plan.expiresAt), now(),
                 \(PostgresJSON(plan.answer.jsonText))::json)
             """,
             """
@@ -238,10 +235,10 @@ public struct NotificationStore: Sendable {
             receipt["otherFollowUps"] = .array(others)
             let replies = try connection.query(
                 """
-                SELECT r.id, r.action_identifier, r.outcome, r.device_token, r.recipient, r.user_text IS NOT NULL AS has_text,
-                    r.received_at, r.rule_id,
-                    (extract(epoch FROM r.received_at - n.created_at) * 1000)::bigint AS latency_ms
-                FROM responses r JOIN notifications n ON n.app_id = r.app_id AND n.id = r.notification_id
+                SELECT r.id, r.action_identifier, r.outcome, r.device_token, r.recipient, r.received_at, r.rule_id,
+                    (extract(epoch FROM r.received_at - \(try row.decode("created_at", as: Date.self))) * 1000)::bigint
+                        AS latency_ms
+                FROM responses r
                 WHERE r.app_id = \(appID) AND r.notification_id = \(id)
                 ORDER BY r.received_at, r.id
                 """)
@@ -288,7 +285,8 @@ public struct NotificationStore: Sendable {
                     AND (\(filter.subject)::text IS NULL OR subject = \(filter.subject))
                     AND (\(filter.category)::text IS NULL OR category = \(filter.category))
                     AND (\(filter.since)::timestamptz IS NULL OR created_at >= \(filter.since))
-                    AND (\(filter.status?.rawValue)::text IS NULL OR \(unsafeSQL: Self.statusSQL) = \(filter.status?.rawValue))
+                    AND (\(filter.status?.rawValue)::text IS NULL
+                        OR actionhook_notification_status(answered_at, expires_at, silence_at) = \(filter.status?.rawValue))
                     AND (\(afterTime)::timestamptz IS NULL OR (created_at, id) < (\(afterTime)::timestamptz, \(afterID)::uuid))
                 ORDER BY created_at DESC, id DESC
                 LIMIT \(page.limit + 1)
@@ -305,23 +303,12 @@ public struct NotificationStore: Sendable {
         return Page(items: items, nextCursor: next)
     }
 
-    /// A notification's state from its columns and the database's clock.
-    static let statusSQL: StaticString = """
-        CASE WHEN n.answered_at IS NOT NULL THEN 'answered'
-            WHEN n.expires_at <= now() THEN 'expired'
-            WHEN n.silence_at <= now() THEN 'unanswered'
-            ELSE 'pending' END
-        """
-
     static let columns: StaticString = """
         n.id, n.category, n.subject, n.answers, n.collapse_id, n.events, n.devices, n.steps, n.expires_at,
         n.created_at, n.answered_at, n.answered_response_id, n.replace_on_answer IS NOT NULL AS replaces,
         to_char(n.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at_text,
         jsonb_array_length(n.devices) AS device_count,
-        CASE WHEN n.answered_at IS NOT NULL THEN 'answered'
-            WHEN n.expires_at <= now() THEN 'expired'
-            WHEN n.silence_at <= now() THEN 'unanswered'
-            ELSE 'pending' END AS status
+        actionhook_notification_status(n.answered_at, n.expires_at, n.silence_at) AS status
         """
 
     static func summary(_ row: PostgresRow) throws -> JSONValue {

@@ -93,7 +93,8 @@ public struct OutboxStore: Outbox {
     }
 
     // A no-reply step is sent only if its notification is still unanswered and unexpired when it is
-    // claimed (an expiry webhook, only if unanswered): the claim reads the notification in the same statement and cancels the row instead. An
+    // claimed, an expiry webhook only if it is still unanswered: the claim reads the notification as it
+    // locks the row (`fenced`) and cancels the row instead, leaving its attempt number as it was. An
     // answer that commits before the claim's snapshot cancels it (or the answer's own transaction did);
     // one that commits after the claim came after the silence the step waited for.
     // The due rows are locked by the CTE and updated through their ctid (a TID scan, the usual queue
@@ -103,23 +104,25 @@ public struct OutboxStore: Outbox {
     static func claimBatch(limit: Int, leaseSeconds: Int, token: UUID) -> PostgresQuery {
         ("""
         WITH due AS (
-            SELECT ctid AS row FROM followups
+            SELECT ctid AS row, kind IN ('step', 'expiry') AND EXISTS (
+                    SELECT 1 FROM notifications n
+                    WHERE n.app_id = followups.app_id AND n.id = followups.notification_id
+                        AND (n.answered_at IS NOT NULL OR (followups.kind = 'step' AND n.expires_at <= now()))
+                ) AS fenced
+            FROM followups
             WHERE status IN ('pending', 'retrying') AND due_at <= now()
             ORDER BY due_at
             LIMIT \(limit)
             FOR UPDATE SKIP LOCKED
         )
         UPDATE followups f
-        SET status = CASE WHEN f.kind IN ('step', 'expiry') AND EXISTS (
-                SELECT 1 FROM notifications n
-                WHERE n.app_id = f.app_id AND n.id = f.notification_id
-                    AND (n.answered_at IS NOT NULL OR (f.kind = 'step' AND n.expires_at <= now()))
-            ) THEN 'cancelled' ELSE 'running' END,
-            attempt = f.attempt + 1,
-            lease_until = now() + make_interval(secs => \(leaseSeconds)), lease_token = \(token), updated_at = now()
+        SET status = CASE WHEN due.fenced THEN 'cancelled' ELSE 'running' END,
+            attempt = CASE WHEN due.fenced THEN f.attempt ELSE f.attempt + 1 END,
+            lease_until = CASE WHEN due.fenced THEN NULL ELSE now() + make_interval(secs => \(leaseSeconds)) END,
+            lease_token = CASE WHEN due.fenced THEN NULL ELSE \(token)::uuid END, updated_at = now()
         FROM due
         WHERE f.ctid = due.row
-        RETURNING f.status = 'cancelled' AS fenced, f.app_id, f.id, f.attempt, f.channel, f.payload,
+        RETURNING due.fenced, f.app_id, f.id, f.attempt, f.channel, f.payload,
             f.ctid::text AS row, f.due_at,
             extract(epoch FROM now() - f.due_at)::float8 AS lateness,
             f.channel = 'apns' AND EXISTS (

@@ -128,7 +128,7 @@ struct SendPlanTests {
     }
 
     @Test("a send that would queue more than 20,000 rows (reminders are a push per device) is refused")
-    func rowLimit() {
+    func rowLimit() throws {
         let devices = (0..<1000).map { #""\#(String(format: "%064x", $0 + 1))""# }.joined(separator: ",")
         let steps = (1...10).map {
             #"{"afterSeconds": \#($0 * 60), "followUps": [{"type": "remind"}, {"type": "remind"}, {"type": "remind"}]}"#
@@ -136,10 +136,11 @@ struct SendPlanTests {
         .joined(separator: ",")
         #expect(Self.failure(#"{"to": [\#(devices)], "onNoReply": [\#(steps)]}"#) == ["/onNoReply"])
         // A send to a subject's devices is checked once the store knows them.
-        let bySubject = try? SendRequest.decode(json(#"{"subject": "s", "onNoReply": [\#(steps)]}"#), now: Self.now)
+        let bySubject = try SendRequest.decode(json(#"{"subject": "s", "onNoReply": [\#(steps)]}"#), now: Self.now)
         let many = (0..<1000).map { SendDevice(deviceToken: String(format: "%064x", $0 + 1)) }
-        #expect(throws: ValidationFailure.self) { try bySubject?.check(devices: many) }
-        #expect(throws: Never.self) { try bySubject?.check(devices: Array(many.prefix(10))) }
+        #expect(throws: ValidationFailure.self) { try bySubject.check(devices: many) }
+        #expect(throws: ValidationFailure.self) { try bySubject.check(devices: []) }
+        #expect(throws: Never.self) { try bySubject.check(devices: Array(many.prefix(10))) }
         let fewer = (1...10).map { #"{"afterSeconds": \#($0 * 60), "followUps": [{"type": "remind"}]}"# }.joined(
             separator: ",")
         #expect(Self.failure(#"{"to": [\#(devices)], "onNoReply": [\#(fewer)]}"#).isEmpty)

@@ -400,6 +400,13 @@ struct NotificationSendTests {
         // A step due after the expiry is cancelled when claimed, never sent.
         try await bed.waitForKinds(id, ["step"], in: ["cancelled"], count: 1)
         #expect(bed.receiver.requests.filter { $0.path == "/step" }.isEmpty)
+        // Cancelled by the claim that found it expired: no attempt counted, no lease held.
+        #expect(
+            try bed.api.count(
+                """
+                SELECT count(*) AS n FROM followups WHERE notification_id = \(UUID(uuidString: id)!) AND kind = 'step'
+                    AND attempt = 0 AND lease_until IS NULL AND lease_token IS NULL
+                """) == 1)
     }
 
     @Test("a send is idempotent by Idempotency-Key: the same body replays, another body is 422; one push per device")

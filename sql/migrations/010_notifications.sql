@@ -84,3 +84,15 @@ LANGUAGE sql IMMUTABLE AS $$
             ELSE d.value END ORDER BY d.ordinality), '[]'::jsonb)
     FROM jsonb_array_elements(coalesce(devices, '[]'::jsonb)) WITH ORDINALITY AS d(value, ordinality)
 $$;
+
+-- A notification's state, by the database's clock: answered once a reply answered it; else expired once
+-- expiresAt passed; else unanswered once its first no-reply step came due; else pending. One definition
+-- for the list's filter and its rows (a single-SELECT SQL function is inlined where it is called).
+CREATE FUNCTION actionhook_notification_status(answered_at timestamptz, expires_at timestamptz,
+    silence_at timestamptz) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN answered_at IS NOT NULL THEN 'answered'
+        WHEN expires_at <= now() THEN 'expired'
+        WHEN silence_at <= now() THEN 'unanswered'
+        ELSE 'pending' END
+$$;

@@ -20,6 +20,4 @@ public enum StoreError: Error, Sendable, Equatable {
     case appDeleted
     /// The ingest key's app is being deleted at this moment.
     case appBeingDeleted
-    /// A send to a subject's devices found none: no device has answered for that subject yet.
-    case noDevices
 }

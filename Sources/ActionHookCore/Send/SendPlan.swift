@@ -57,10 +57,12 @@ public struct SendPlan: Sendable {
     public var deviceFollowUps: [UUID]
     /// Each step's due time.
     public var stepDueTimes: [Date]
+    /// Each step's `afterSeconds`.
+    public var stepAfterSeconds: [Int]
     /// The rows to write.
     public var rows: [Row]
-    /// The answer, as stored and replayed.
-    public var answer: JSONValue
+    /// When it was sent (the database's clock).
+    public var createdAt: Date
 
     /// Plans `request` sent at `now` (the database's clock) to `devices`.
     public init(_ request: SendRequest, devices: [SendDevice], id: UUID, now: Date, limits: SendLimits = SendLimits()) {
@@ -90,10 +92,12 @@ public struct SendPlan: Sendable {
 
         var rows: [Row] = []
         var deviceFollowUps: [UUID] = []
+        // The send's own pushes; a reminder sends each again as it is.
+        let pushes = devices.indices.map { push($0, aps: request.aps) }
         for position in devices.indices {
             let row = Row(
                 id: UUID.timeOrdered(at: now), kind: .push, ordinal: position, step: nil, channel: .apns,
-                payload: push(position, aps: request.aps), dueAt: now, deviceToken: devices[position].deviceToken)
+                payload: pushes[position], dueAt: now, deviceToken: devices[position].deviceToken)
             rows.append(row)
             deviceFollowUps.append(row.id)
         }
@@ -116,7 +120,7 @@ public struct SendPlan: Sendable {
                 switch action {
                 case .remind:
                     for position in devices.indices {
-                        _ = add(.apns, push(position, aps: request.aps), token: devices[position].deviceToken)
+                        _ = add(.apns, pushes[position], token: devices[position].deviceToken)
                     }
                 case .webhook(let url, let body):
                     let event: JSONValue = .object([
@@ -156,26 +160,16 @@ public struct SendPlan: Sendable {
         self.rows = rows
         self.deviceFollowUps = deviceFollowUps
         self.stepDueTimes = stepDueTimes
-        answer = .object([
-            "id": .string(id.lowercasedString), "status": .string("pending"),
-            "createdAt": .string(Timestamp.format(now)), "expiresAt": .string(Timestamp.format(expiresAt)),
-            "collapseId": .string(collapseId),
-            "devices": .array(
-                everyDevice.indices.map { position in
-                    .object([
-                        "deviceToken": .string(everyDevice[position].deviceToken),
-                        "recipient": everyDevice[position].recipient.map(JSONValue.string) ?? .null,
-                        "followUpId": .string(deviceFollowUps[position].lowercasedString),
-                        "escalation": .bool(position >= devices.count),
-                    ])
-                }),
-            "steps": .array(
-                request.onNoReply.indices.map {
-                    .object([
-                        "afterSeconds": .integer(request.onNoReply[$0].afterSeconds),
-                        "dueAt": .string(Timestamp.format(stepDueTimes[$0])),
-                    ])
-                }),
+        stepAfterSeconds = request.onNoReply.map(\.afterSeconds)
+        createdAt = now
+    }
+
+    /// The answer, as stored and replayed.
+    public var answer: JSONValue {
+        .object([
+            "id": .string(notificationID.lowercasedString), "status": .string("pending"),
+            "createdAt": .string(Timestamp.format(createdAt)), "expiresAt": .string(Timestamp.format(expiresAt)),
+            "collapseId": .string(collapseId), "devices": devicesJSON, "steps": stepsJSON,
         ])
     }
 
@@ -185,7 +179,19 @@ public struct SendPlan: Sendable {
     /// How many of ``devices`` the send named itself (the rest are added by escalations).
     public var sentDeviceCount: Int
 
-    /// The stored device list: `[{"deviceToken", "recipient", "followUpId", "escalation"}]`, by position.
+    /// The steps as stored and answered: `[{"afterSeconds", "dueAt"}]`, in order.
+    public var stepsJSON: JSONValue {
+        .array(
+            stepDueTimes.indices.map {
+                .object([
+                    "afterSeconds": .integer(stepAfterSeconds[$0]),
+                    "dueAt": .string(Timestamp.format(stepDueTimes[$0])),
+                ])
+            })
+    }
+
+    /// The device list as stored and answered: `[{"deviceToken", "recipient", "followUpId", "escalation"}]`,
+    /// by position.
     public var devicesJSON: JSONValue {
         .array(
             devices.indices.map {

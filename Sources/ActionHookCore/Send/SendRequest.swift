@@ -261,11 +261,14 @@ public struct SendRequest: Sendable, Equatable {
     }
 
     /// Checks what depends on the devices the send goes to, once they are known (at once with `to`;
-    /// for a send to a subject's devices, once the store has read them): no escalation repeats one of
+    /// for a send to a subject's devices, once the store has read them): there is one, no escalation repeats one of
     /// them, the outbox rows stay within ``SendLimits/maxRowsPerSend``, and the push with each device's
     /// key (its recipient label included) fits ``SendLimits/maxPayloadBytes``.
     public func check(devices: [SendDevice], limits: SendLimits = SendLimits()) throws(ValidationFailure) {
         var diagnostics = Diagnostics()
+        if devices.isEmpty {
+            diagnostics.invalid("/subject", "has no known devices: no device has answered for it yet")
+        }
         Self.checkDevices(devices, steps: onNoReply, limits: limits, &diagnostics)
         try diagnostics.check()
         var resolved = self

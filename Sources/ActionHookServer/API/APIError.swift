@@ -147,12 +147,6 @@ struct ErrorMapper: Sendable {
             return .unavailable("The app is being changed; retry the request.")
         case .unavailable:
             return .unavailable("The database is unavailable; retry with the same idempotency key.")
-        case .noDevices:
-            let failure = ValidationFailure.invalid([
-                FieldError(pointer: "/subject", detail: "has no known devices: no device has answered for it yet")
-            ])
-            return ProblemDetails(
-                status: failure.status, title: failure.title, detail: failure.detail, errors: failure.errors)
         }
     }
 }
