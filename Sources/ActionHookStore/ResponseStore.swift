@@ -127,19 +127,21 @@ public struct ResponseStore: Sendable {
         case device(String)
     }
 
-    /// Erases what people wrote and sent from the responses and sent notifications in `scope`, in one
-    /// transaction. Responses: their
-    /// `userText` and `userInfo` (and, for a device, its token and what APNs said of it) are cleared, their follow-ups' rendered
-    /// payloads (which may quote them) emptied, and follow-ups not yet finished (pending, retrying,
-    /// running or dead) cancelled, so nothing erased is sent later. The rows stay, so counts by
-    /// outcome, action and time remain. A delivery in flight at that moment may still arrive; its
-    /// worker's result is fenced out by the cancellation. Sent notifications (the subject's, or those sent to
-    /// the device): recipient labels cleared, the device's token taken out of them, and their pushes and
-    /// steps (all of them for a subject, the device's for a device) cancelled and emptied.
+    /// Erases what people wrote and sent, in one transaction.
     ///
-    /// Reads the app's responses through the subject index, or, for a device, all of them: erasure
-    /// is rare, and an index on device tokens would cost every ingest. Nothing stored in `scope`: (0, 0, 0),
-    /// and nothing is changed.
+    /// - Responses in `scope`: their `userText`, `userInfo` and recipient label (and, for a device, its
+    ///   token and what APNs said of it) are cleared, their follow-ups' rendered payloads (which may quote
+    ///   them) emptied, and follow-ups not yet finished (pending, retrying, running or dead) cancelled, so
+    ///   nothing erased is sent later. A delivery in flight at that moment may still arrive; its worker's
+    ///   result is fenced out by the cancellation.
+    /// - Sent notifications (the subject's, or those sent to the device), locked in id order as ingest
+    ///   locks them: recipient labels cleared, the device's token taken out, their pushes and steps (all
+    ///   of them for a subject, the device's for a device) cancelled and emptied, and the replies bound to
+    ///   them stripped of their recipient label.
+    ///
+    /// The rows stay, so counts by outcome, action and time remain. Reads the app's responses through the
+    /// subject index, or, for a device, all of them: erasure is rare, and an index on device tokens would
+    /// cost every ingest. Nothing stored in `scope`: (0, 0, 0), and nothing is changed.
     public func erase(appID: String, _ scope: ErasureScope) throws -> (
         responses: Int, notifications: Int, followUpsCancelled: Int
     ) {

@@ -237,6 +237,12 @@ struct NotificationSendTests {
         let steps = try #require(receipt["steps"] as? [[String: Any]])
         #expect(steps.count == 1)
         #expect(steps[0]["fired"] as? Bool == false)
+        // Metrics: one send of 3 pushes, one first answer with its time to answer, by category.
+        let metrics = try bed.api.call("GET", "/metrics", token: nil).text
+        #expect(metrics.contains(#"actionhook_notifications_sent_total{app="invites"} 1"#), "\(metrics)")
+        #expect(metrics.contains(#"actionhook_notification_pushes_total{app="invites"} 3"#))
+        #expect(metrics.contains(#"actionhook_notifications_answered_total{app="invites",category="INVITE"} 1"#))
+        #expect(metrics.contains(#"actionhook_notification_answer_seconds_count{category="INVITE"} 1"#))
         let list = try bed.api.call(
             "GET", "/v1/apps/\(bed.app)/notifications?status=answered&subject=event-42", token: bed.serverKey)
         #expect((list.json["items"] as? [[String: Any]])?.map { $0["id"] as? String } == [id])

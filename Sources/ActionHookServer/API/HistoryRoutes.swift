@@ -8,13 +8,8 @@ extension APIContext {
         router.add(
             .get, "/v1/apps/{app}/responses",
             appAdmin { request, appID in
-                var outcome: Outcome?
-                if let text = request.queryValue("outcome"), !text.isEmpty {
-                    guard let value = Outcome(rawValue: text) else {
-                        throw APIError.badRequest("The outcome query parameter is not a known outcome.")
-                    }
-                    outcome = value
-                }
+                let outcome = try request.choiceQuery(
+                    "outcome", as: Outcome.self, refusal: "The outcome query parameter is not a known outcome.")
                 let filter = ResponseFilter(
                     subject: request.queryValue("subject"), action: request.queryValue("action"),
                     category: request.queryValue("category"), outcome: outcome, since: try request.timeQuery("since"),
@@ -61,13 +56,9 @@ extension APIContext {
         router.add(
             .get, "/v1/apps/{app}/followups",
             appAdmin { request, appID in
-                var status: FollowUpStatus?
-                if let text = request.queryValue("status"), !text.isEmpty {
-                    guard let value = FollowUpStatus(rawValue: text) else {
-                        throw APIError.badRequest("The status query parameter is not a known follow-up status.")
-                    }
-                    status = value
-                }
+                let status = try request.choiceQuery(
+                    "status", as: FollowUpStatus.self,
+                    refusal: "The status query parameter is not a known follow-up status.")
                 let paging = try request.pageRequest()
                 let page = try followUps.list(
                     appID: appID, status: status, PageRequest(limit: paging.limit, cursor: paging.cursor))

@@ -33,14 +33,9 @@ extension APIContext {
         router.add(
             .get, "/v1/apps/{app}/notifications",
             sender { request, appID in
-                var status: NotificationStatus?
-                if let text = request.queryValue("status"), !text.isEmpty {
-                    guard let value = NotificationStatus(rawValue: text) else {
-                        throw APIError.badRequest(
-                            "The status query parameter must be pending, answered, unanswered or expired.")
-                    }
-                    status = value
-                }
+                let status = try request.choiceQuery(
+                    "status", as: NotificationStatus.self,
+                    refusal: "The status query parameter must be pending, answered, unanswered or expired.")
                 let filter = NotificationFilter(
                     status: status, subject: request.queryValue("subject").flatMap { $0.isEmpty ? nil : $0 },
                     category: request.queryValue("category").flatMap { $0.isEmpty ? nil : $0 },

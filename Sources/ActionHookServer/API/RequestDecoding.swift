@@ -73,6 +73,15 @@ extension HTTPRequest {
         return PageRequestValues(limit: limit, cursor: cursor)
     }
 
+    /// A query item that must be one of `Value`'s raw values: `nil` when absent or empty, a 400 saying
+    /// `refusal` when it is anything else.
+    func choiceQuery<Value: RawRepresentable>(_ name: String, as _: Value.Type, refusal: String) throws -> Value?
+    where Value.RawValue == String {
+        guard let text = queryValue(name), !text.isEmpty else { return nil }
+        guard let value = Value(rawValue: text) else { throw APIError.badRequest(refusal) }
+        return value
+    }
+
     /// A query item that must be an RFC 3339 time.
     func timeQuery(_ name: String) throws -> Date? {
         guard let text = queryValue(name), !text.isEmpty else { return nil }
