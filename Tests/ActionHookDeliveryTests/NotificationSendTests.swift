@@ -263,8 +263,14 @@ struct NotificationSendTests {
                 let userInfo: [String: Any] = [
                     "aps": ["category": "INVITE"], "actionhook": ["n": id, "d": position],
                 ]
-                let answer = try? bed.reply("ACCEPT", token: tokens[position], userInfo: userInfo)
-                let outcome = (answer?.json["outcome"] as? String) ?? "status \(answer?.status ?? 0)"
+                // Any failure becomes its own "outcome", which the expectation below then shows.
+                let outcome: String
+                do {
+                    let answer = try bed.reply("ACCEPT", token: tokens[position], userInfo: userInfo)
+                    outcome = (answer.json["outcome"] as? String) ?? "status \(answer.status)"
+                } catch {
+                    outcome = "error \(error)"
+                }
                 lock.withLock { results.append(outcome) }
             }
             let pair = lock.withLock { results }.sorted()
