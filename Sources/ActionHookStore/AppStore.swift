@@ -171,10 +171,12 @@ public struct AppStore: Sendable {
             try connection.execute("SELECT pg_advisory_xact_lock(1, actionhook_app_lock_key(\(id)))")
             let deleted = try connection.execute("DELETE FROM apps WHERE id = \(id)")
             guard deleted > 0 else { return false }
-            // Responses, follow-ups and sent notifications have no foreign key to their app (see
-            // sql/migrations/002 and 010); sends take the same lock, shared.
+            // Responses, follow-ups, their attempts, idempotency keys and sent notifications have no foreign
+            // key to their app (see sql/migrations/002, 010 and 011); sends take the same lock, shared.
             try connection.execute("DELETE FROM followups WHERE app_id = \(id)")
+            try connection.execute("DELETE FROM delivery_attempts WHERE app_id = \(id)")
             try connection.execute("DELETE FROM responses WHERE app_id = \(id)")
+            try connection.execute("DELETE FROM idempotency_keys WHERE app_id = \(id)")
             try connection.execute("DELETE FROM notifications WHERE app_id = \(id)")
             try connection.notify(channel: Channels.invalidate, payload: id)
             return true

@@ -77,26 +77,27 @@ public struct FollowUpStore: Sendable {
         }
     }
 
-    /// Cancels a follow-up that has not been sent yet.
+    /// Cancels a follow-up that has not been sent yet: it leaves the queue, cancelled.
     public func cancel(appID: String, id: UUID) throws -> JSONValue {
         try transition(
             appID: appID, id: id, from: ["pending", "retrying"],
-            update: "status = 'cancelled', lease_until = NULL, updated_at = now()",
+            move: "SELECT actionhook_cancel_followups(ARRAY[\(appID)::text], ARRAY[\(id)::uuid], '{pending,retrying}')",
             refusal: "Only a pending or retrying follow-up can be cancelled.")
     }
 
     /// Puts a dead follow-up back in the queue, due now.
     public func retry(appID: String, id: UUID) throws -> JSONValue {
         let result = try transition(
-            appID: appID, id: id, from: ["dead"],
-            update: "status = 'pending', due_at = now(), lease_until = NULL, updated_at = now()",
+            appID: appID, id: id, from: ["dead"], move: "SELECT actionhook_requeue_followup(\(appID), \(id))",
             refusal: "Only a dead follow-up can be retried.")
         try pool.withConnection { try $0.notify(channel: Channels.followUps, payload: appID) }
         return result
     }
 
+    /// Moves a follow-up between the queue and the finished ones (see sql/migrations/011) when its
+    /// status, read under its row lock, is one of `statuses`; returns it as it is then.
     private func transition(
-        appID: String, id: UUID, from statuses: [String], update: StaticString, refusal: String
+        appID: String, id: UUID, from statuses: [String], move: PostgresQuery, refusal: String
     ) throws -> JSONValue {
         try pool.transaction { connection in
             let current = try connection.query(
@@ -105,11 +106,9 @@ public struct FollowUpStore: Sendable {
             guard statuses.contains(try row.decode("status", as: String.self)) else {
                 throw StoreError.wrongState(refusal)
             }
+            try connection.execute(move)
             let rows = try connection.query(
-                """
-                UPDATE followups SET \(unsafeSQL: update) WHERE app_id = \(appID) AND id = \(id)
-                RETURNING \(unsafeSQL: Self.columns)
-                """)
+                "SELECT \(unsafeSQL: Self.columns) FROM followups WHERE app_id = \(appID) AND id = \(id)")
             return try Self.decode(rows[0], attempts: nil)
         }
     }

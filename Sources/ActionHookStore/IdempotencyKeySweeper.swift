@@ -3,12 +3,13 @@ import Locks
 import Logging
 import Postgres
 
-/// Clears idempotency keys older than the window in the background, a batch per statement, so that a
+/// Deletes idempotency keys older than the window in the background, a batch per statement, so that a
 /// key past its window takes no room among kept keys and is a new request.
 ///
 /// Ingest gives an expired key up by itself when it is used again (``IngestWriter``); this only tidies
-/// the rest. Each batch locks its rows with `SKIP LOCKED`, so a writer reusing one of them is never
-/// kept waiting, and follows the app's history index from where the last sweep of that app ended.
+/// the rest. Keys have a table of their own (`idempotency_keys`), read oldest first through its
+/// `stored_at` index; each batch locks its rows with `SKIP LOCKED`, so a writer reusing one of them is
+/// never kept waiting.
 public final class IdempotencyKeySweeper: Sendable {
     let pool: Database
     let window: Duration
@@ -19,8 +20,6 @@ public final class IdempotencyKeySweeper: Sendable {
 
     private struct State {
         var loop = LoopState()
-        /// Per app, the received time up to which keys are known to be cleared.
-        var sweptUntil: [String: Date] = [:]
     }
 
     /// Creates a sweeper that runs every `interval`.
@@ -60,57 +59,34 @@ public final class IdempotencyKeySweeper: Sendable {
         state.withLockWakingAll { $0.loop.finish() }
     }
 
-    /// Clears every key older than the window, app by app; returns how many.
+    /// Deletes every key older than the window; returns how many.
     @discardableResult
     public func sweep() throws -> Int {
-        let apps = try pool.withConnection { connection in
-            try connection.query("SELECT id FROM apps ORDER BY id").map { try $0.decode("id", as: String.self) }
-        }
         var cleared = 0
-        for app in apps {
-            if state.withLock({ $0.loop.phase == .stopping }) { break }
-            while true {
-                let since = state.withLock { $0.sweptUntil[app] } ?? Date.distantPast
-                let cutoff = Date().addingTimeInterval(-Double(window.components.seconds))
-                let (count, last) = try clearBatch(appID: app, since: since)
-                cleared += count
-                if count < batchSize {
-                    // Nothing older is left to clear: the next sweep starts where this one's window ended
-                    // (a row locked by a writer now is one that writer clears itself).
-                    // A minute back from the cutoff: this clock and the database's may differ a little.
-                    state.withLock { $0.sweptUntil[app] = max(since, cutoff.addingTimeInterval(-60)) }
-                    break
-                }
-                if let last { state.withLock { $0.sweptUntil[app] = last } }
-            }
+        while !state.withLock({ $0.loop.phase == .stopping }) {
+            let count = try clearBatch()
+            cleared += count
+            if count < batchSize { break }
         }
         if cleared > 0 { logger.info("cleared expired idempotency keys", metadata: ["keys": "\(cleared)"]) }
         return cleared
     }
 
-    /// One batch of one app's oldest kept keys past the window, received at or after `since`.
-    private func clearBatch(appID: String, since: Date) throws -> (Int, Date?) {
+    /// One batch of the oldest keys past the window.
+    private func clearBatch() throws -> Int {
         let seconds = Int(window.components.seconds)
-        return try pool.transaction { connection in
-            // The app's history index, read oldest first from `since`, whatever the statistics say.
-            _ = try connection.query("SELECT set_config('enable_seqscan', 'off', true) AS s")
-            let rows = try connection.query(
+        return try pool.withConnection { connection in
+            try connection.execute(
                 """
-                WITH old AS (
-                    SELECT id FROM responses
-                    WHERE app_id = \(appID) AND received_at >= \(since)
-                        AND received_at < now() - make_interval(secs => \(seconds))
-                        AND idempotency_key IS NOT NULL
-                    ORDER BY received_at, id
+                DELETE FROM idempotency_keys i USING (
+                    SELECT app_id, key FROM idempotency_keys
+                    WHERE stored_at < now() - make_interval(secs => \(seconds))
+                    ORDER BY stored_at
                     LIMIT \(batchSize)
                     FOR UPDATE SKIP LOCKED
-                )
-                UPDATE responses r SET idempotency_key = NULL FROM old
-                WHERE r.app_id = \(appID) AND r.id = old.id
-                RETURNING r.received_at
+                ) AS old
+                WHERE i.app_id = old.app_id AND i.key = old.key
                 """)
-            let last = try rows.map { try $0.decode("received_at", as: Date.self) }.max()
-            return (rows.count, last)
         }
     }
 }

@@ -25,11 +25,11 @@ struct IngestStatements {
             cancellations[item.appID, default: []].formUnion(ids)
         }
         for app in cancellingApps {
+            let ids = Array(cancellations[app] ?? [])
             statements.append(
                 """
-                UPDATE followups SET status = 'cancelled', updated_at = now()
-                WHERE app_id = \(app) AND id = ANY(\(Array(cancellations[app] ?? []))::uuid[])
-                    AND status IN ('pending', 'retrying')
+                SELECT actionhook_cancel_followups(array_agg(\(app)::text), array_agg(k.id), '{pending,retrying}')
+                FROM unnest(\(ids)::uuid[]) AS k(id)
                 """)
         }
 
@@ -59,27 +59,35 @@ struct IngestStatements {
             responses.endRecord()
         }
         // A key stored before (which only a lookup would have found) fails the statement like a
-        // unique violation, so the transaction rolls back with nothing of the batch written.
+        // unique violation, so the transaction rolls back with nothing of the batch written. The keys
+        // have a table of their own (responses are partitioned by time; a key is unique in any of them).
         statements.append(
             ("""
-            WITH inserted AS (
-                INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
-                    category_identifier, notification_identifier, user_text, user_info, device_token,
-                    client_response_id, responded_at, received_at, outcome, rule_id, subject, answer,
-                    notification_id, recipient)
-                SELECT r.app_id, r.id, r.idempotency_key, decode(r.request_hash, 'hex'), r.action_identifier,
-                    r.category_identifier, r.notification_identifier, r.user_text, r.user_info, r.device_token,
-                    r.client_response_id, r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer::json,
-                    r.notification_id, r.recipient
-                FROM jsonb_to_recordset(\(PostgresJSON(responses.text))::jsonb) AS r(
+            WITH r AS MATERIALIZED (
+                SELECT * FROM jsonb_to_recordset(\(PostgresJSON(responses.text))::jsonb) AS r(
                     app_id text, id uuid, idempotency_key text, request_hash text, action_identifier text,
                     category_identifier text, notification_identifier text, user_text text, user_info jsonb,
                     device_token text, client_response_id text, responded_at timestamptz, outcome text,
                     rule_id text, subject text, answer text, notification_id uuid, recipient text)
-                ON CONFLICT (app_id, idempotency_key) DO NOTHING
+            ),
+            keys AS (
+                INSERT INTO idempotency_keys (app_id, key, response_id, request_hash, stored_at)
+                SELECT r.app_id, r.idempotency_key, r.id, decode(r.request_hash, 'hex'), now() FROM r
+                ON CONFLICT (app_id, key) DO NOTHING
                 RETURNING 1
+            ),
+            inserted AS (
+                INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
+                    category_identifier, notification_identifier, user_text, user_info, device_token,
+                    client_response_id, responded_at, received_at, outcome, rule_id, subject, answer, notification_id,
+                    recipient)
+                SELECT r.app_id, r.id, r.idempotency_key, decode(r.request_hash, 'hex'), r.action_identifier, r.category_identifier,
+                    r.notification_identifier, r.user_text, r.user_info, r.device_token, r.client_response_id,
+                    r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer::json, r.notification_id,
+                    r.recipient
+                FROM r
             )
-            SELECT actionhook_idempotency_key_stored() WHERE (SELECT count(*) FROM inserted) < \(entries.count)::bigint
+            SELECT actionhook_idempotency_key_stored() WHERE (SELECT count(*) FROM keys) < \(entries.count)::bigint
             """ as PostgresQuery).prepared)
 
         // Sent notifications answered by this batch: marked with their answer (under the lock the read
@@ -97,10 +105,10 @@ struct IngestStatements {
                 """ as PostgresQuery).prepared)
             statements.append(
                 ("""
-                UPDATE followups f SET status = 'cancelled', updated_at = now()
+                SELECT actionhook_cancel_followups(array_agg(f.app_id), array_agg(f.id), '{pending,retrying}')
                 FROM unnest(\(apps)::text[], \(ids)::uuid[]) AS k(app_id, notification_id)
-                WHERE f.app_id = k.app_id AND f.notification_id = k.notification_id
-                    AND f.kind IN ('step', 'expiry') AND f.status IN ('pending', 'retrying')
+                JOIN followups_queue f ON f.app_id = k.app_id AND f.notification_id = k.notification_id
+                WHERE f.kind IN ('step', 'expiry')
                 """ as PostgresQuery).prepared)
         }
 
@@ -144,16 +152,18 @@ struct IngestStatements {
                 ("""
                 WITH inserted AS (
                     INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze,
-                        notification_identifier, device_token, payload, due_at, status, kind, notification_id)
+                        notification_identifier, device_token, payload, due_at, status, kind, notification_id,
+                        finished_at)
                     SELECT f.app_id, f.id, f.response_id, f.ordinal, f.channel, f.is_snooze, f.notification_identifier,
-                        f.device_token, f.payload, f.due_at, f.status, f.kind, f.notification_id
+                        f.device_token, f.payload, f.due_at, f.status, f.kind, f.notification_id,
+                        CASE WHEN f.status = 'cancelled' THEN now() END
                     FROM jsonb_to_recordset(\(PostgresJSON(followUps.text))::jsonb) AS f(
                         app_id text, id uuid, response_id uuid, ordinal integer, channel text, is_snooze boolean,
                         notification_identifier text, device_token text, payload jsonb, due_at timestamptz,
                         status text, kind text, notification_id uuid)
-                    RETURNING app_id
+                    RETURNING app_id, status
                 )
-                SELECT pg_notify(\(Channels.followUps), app_id) FROM (SELECT DISTINCT app_id FROM inserted) AS apps
+                SELECT pg_notify(\(Channels.followUps), app_id) FROM (SELECT DISTINCT app_id FROM inserted WHERE status = 'pending') AS apps
                 """ as PostgresQuery).prepared)
         }
         return statements
@@ -196,16 +206,15 @@ struct IngestStatements {
     }
 
     /// Responses already stored under the batch's (app, idempotency key) pairs; read only when a
-    /// write found one of its keys stored.
-    ///
-    /// Planned each time: before `responses` has statistics (a new install), the planner takes the
-    /// history index as cheap as the unique one, and a plan kept from then would read every response
-    /// of the app for each key.
+    /// write found one of its keys stored. A key whose response is gone (dropped with its partition by
+    /// a retention shorter than the key's window) reads as stored without an answer, and is expired.
     static func storedResponses(apps: [String], keys: [String]) -> PostgresQuery {
         """
-        SELECT r.app_id, r.idempotency_key, r.request_hash, r.outcome, r.answer, r.received_at
-        FROM unnest(\(apps)::text[], \(keys)::text[]) AS k(app_id, idempotency_key)
-        JOIN responses r ON r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
+        SELECT i.app_id, i.key AS idempotency_key, i.request_hash, r.outcome, r.answer, i.stored_at AS received_at,
+            r.id IS NOT NULL AS kept
+        FROM unnest(\(apps)::text[], \(keys)::text[]) AS k(app_id, key)
+        JOIN idempotency_keys i ON i.app_id = k.app_id AND i.key = k.key
+        LEFT JOIN responses r ON r.app_id = i.app_id AND r.id = i.response_id
         """
     }
 
@@ -282,7 +291,7 @@ struct IngestStatements {
         SELECT s.app_id, s.id, s.notification_identifier
         FROM unnest(\(apps)::text[], \(names)::text[]) AS k(app_id, notification)
         CROSS JOIN LATERAL (
-            SELECT f.app_id, f.id, f.notification_identifier, f.status FROM followups f
+            SELECT f.app_id, f.id, f.notification_identifier, f.status FROM followups_queue f
             WHERE f.app_id = k.app_id AND f.notification_identifier = k.notification AND f.is_snooze
             OFFSET 0
         ) AS s
@@ -293,9 +302,9 @@ struct IngestStatements {
     /// Gives up keys stored before the idempotency window, before the insert that reuses them.
     static func releaseKeys(_ keys: [AppScoped]) -> PostgresQuery {
         """
-        UPDATE responses r SET idempotency_key = NULL
-        FROM unnest(\(keys.map(\.appID))::text[], \(keys.map(\.name))::text[]) AS k(app_id, idempotency_key)
-        WHERE r.app_id = k.app_id AND r.idempotency_key = k.idempotency_key
+        DELETE FROM idempotency_keys i
+        USING unnest(\(keys.map(\.appID))::text[], \(keys.map(\.name))::text[]) AS k(app_id, key)
+        WHERE i.app_id = k.app_id AND i.key = k.key
         """
     }
 }

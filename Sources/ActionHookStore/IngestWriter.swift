@@ -66,8 +66,8 @@ public struct IngestWriter: Sendable {
         }
     }
 
-    /// The unique constraint on `(app_id, idempotency_key)`, named by the error that says a key is stored.
-    static let idempotencyConstraint = "responses_app_id_idempotency_key_key"
+    /// The primary key of `idempotency_keys`, named by the error that says a key is stored.
+    static let idempotencyConstraint = "idempotency_keys_pkey"
 }
 
 /// One ingest transaction of two round trips: the first takes the idempotency and app locks and reads
@@ -213,7 +213,7 @@ struct IngestTransaction {
         for index in locked {
             let item = items[index]
             if let row = stored[Self.key(item)] {
-                if try row.decode("received_at", as: Date.self) >= windowStart {
+                if try row.decode("received_at", as: Date.self) >= windowStart, try row.decode("kept", as: Bool.self) {
                     results[index] = Result { try Self.replay(item, row: row) }
                     continue
                 }

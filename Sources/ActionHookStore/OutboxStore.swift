@@ -82,7 +82,7 @@ public struct OutboxStore: Outbox {
         }
         // A no-reply step or expiry whose notification was answered is cancelled by the claim itself
         // (fenced), and never reaches the worker.
-        return try rows.filter { try !$0.decode("fenced", as: Bool.self) }.map { row in
+        return try rows.map { row in
             ClaimedFollowUp(
                 appID: try row.decode("app_id"), id: try row.decode("id"), attempt: try row.decode("attempt"),
                 channel: FollowUpChannel(rawValue: try row.decode("channel")) ?? .webhook,
@@ -94,35 +94,43 @@ public struct OutboxStore: Outbox {
 
     // A no-reply step is sent only if its notification is still unanswered and unexpired when it is
     // claimed, an expiry webhook only if it is still unanswered: the claim reads the notification as it
-    // locks the row (`fenced`) and cancels the row instead, leaving its attempt number as it was. An
-    // answer that commits before the claim's snapshot cancels it (or the answer's own transaction did);
-    // one that commits after the claim came after the silence the step waited for.
+    // locks the row (`fenced`) and moves the row out of the queue cancelled instead, leaving its attempt
+    // number as it was. An answer that commits before the claim's snapshot cancels it (or the answer's own
+    // transaction did); one that commits after the claim came after the silence the step waited for.
     // The due rows are locked by the CTE and updated through their ctid (a TID scan, the usual queue
     // pattern): joined back by (app_id, id) instead, a generic plan made while the table looked empty
     // went through `followups_by_status` and read every entry of the app for each row (0.5 ms a row
-    // at 20,000 queued).
+    // at 20,000 queued). Only `followups_queue` is read: finished follow-ups live elsewhere, so the
+    // claim costs the same however much history there is.
     static func claimBatch(limit: Int, leaseSeconds: Int, token: UUID) -> PostgresQuery {
         ("""
         WITH due AS (
             SELECT ctid AS row, kind IN ('step', 'expiry') AND EXISTS (
                     SELECT 1 FROM notifications n
-                    WHERE n.app_id = followups.app_id AND n.id = followups.notification_id
-                        AND (n.answered_at IS NOT NULL OR (followups.kind = 'step' AND n.expires_at <= now()))
+                    WHERE n.app_id = q.app_id AND n.id = q.notification_id
+                        AND (n.answered_at IS NOT NULL OR (q.kind = 'step' AND n.expires_at <= now()))
                 ) AS fenced
-            FROM followups
+            FROM followups_queue q
             WHERE status IN ('pending', 'retrying') AND due_at <= now()
             ORDER BY due_at
             LIMIT \(limit)
             FOR UPDATE SKIP LOCKED
+        ),
+        fenced AS (
+            DELETE FROM followups_queue f USING due WHERE f.ctid = due.row AND due.fenced
+            RETURNING f.*, 'cancelled'::text AS final_status, coalesce(f.last_error, '') AS error_class
+        ),
+        cancelled AS (
+            INSERT INTO followups_done (\(unsafeSQL: Self.doneColumns))
+            SELECT \(unsafeSQL: Self.doneValues) FROM fenced
         )
-        UPDATE followups f
-        SET status = CASE WHEN due.fenced THEN 'cancelled' ELSE 'running' END,
-            attempt = CASE WHEN due.fenced THEN f.attempt ELSE f.attempt + 1 END,
-            lease_until = CASE WHEN due.fenced THEN NULL ELSE now() + make_interval(secs => \(leaseSeconds)) END,
-            lease_token = CASE WHEN due.fenced THEN NULL ELSE \(token)::uuid END, updated_at = now()
+        UPDATE followups_queue f
+        SET status = 'running', attempt = f.attempt + 1,
+            lease_until = now() + make_interval(secs => \(leaseSeconds)), lease_token = \(token)::uuid,
+            updated_at = now()
         FROM due
-        WHERE f.ctid = due.row
-        RETURNING due.fenced, f.app_id, f.id, f.attempt, f.channel, f.payload,
+        WHERE f.ctid = due.row AND NOT due.fenced
+        RETURNING f.app_id, f.id, f.attempt, f.channel, f.payload,
             f.ctid::text AS row, f.due_at,
             extract(epoch FROM now() - f.due_at)::float8 AS lateness,
             f.channel = 'apns' AND EXISTS (
@@ -132,11 +140,27 @@ public struct OutboxStore: Outbox {
         """ as PostgresQuery).prepared
     }
 
+    /// The columns of a follow-up moved out of the queue into `followups_done`, and their values from
+    /// the queue's row as a DELETE returned it with `final_status` and `error_class` ('' for none): the
+    /// one column list of the claim's fenced rows and of the finish (the SQL functions of
+    /// sql/migrations/011 have the others).
+    static let doneColumns: StaticString = """
+        app_id, id, response_id, ordinal, channel, is_snooze, notification_identifier, device_token, payload, status,
+        due_at, attempt, lease_until, last_error, created_at, updated_at, lease_token, notification_id, kind, step,
+        finished_at
+        """
+
+    static let doneValues: StaticString = """
+        app_id, id, response_id, ordinal, channel, is_snooze, notification_identifier, device_token, payload,
+        final_status, due_at, attempt, NULL, nullif(error_class, ''), created_at, now(), NULL, notification_id, kind,
+        step, now()
+        """
+
     /// Gives back the running rows of claims whose answer was lost, due again at once, as a release
     /// does: they were never sent. Reached through the lease index (running rows only).
     static func releaseLostClaims(_ tokens: [UUID]) -> PostgresQuery {
         """
-        UPDATE followups SET status = 'retrying', lease_until = NULL, lease_token = NULL, due_at = now(),
+        UPDATE followups_queue SET status = 'retrying', lease_until = NULL, lease_token = NULL, due_at = now(),
             updated_at = now()
         WHERE status = 'running' AND lease_until IS NOT NULL AND lease_token = ANY(\(tokens)::uuid[])
         """
@@ -214,11 +238,12 @@ public struct OutboxStore: Outbox {
         set_config('enable_mergejoin', 'off', true)
     """ as PostgresQuery).prepared
 
-    // One statement: the fenced update of every row still ours, and an attempt row for each of them.
-    // Rows can be reached by the ctid their claim returned (a TID scan; see `ClaimedFollowUp.row`)
-    // as well as by primary key. The attempt rows come from the update's own RETURNING (which sees
-    // the batch's columns): joining the batch to the updated rows again would be a nested loop over
-    // both, quadratic in the batch, since the plan settings turn hash and merge joins off.
+    // One statement: every row still ours either stays in the queue to be retried (updated in place) or
+    // leaves it finished (deleted from the queue and inserted into `followups_done`), and an attempt row
+    // for each of them. Rows can be reached by the ctid their claim returned (a TID scan; see
+    // `ClaimedFollowUp.row`) as well as by primary key. The attempt rows come from the statements' own
+    // RETURNING (which sees the batch's columns): joining the batch to the changed rows again would be a
+    // nested loop over both, quadratic in the batch, since the plan settings turn hash and merge joins off.
     static func finishBatch(
         apps: [String], ids: [UUID], rows: [String], attempts: [Int], statuses: [String], errors: [String],
         retries: [Int], httpStatuses: [Int], results: [String], started: [Int], durations: [Int], due: [Int]
@@ -231,26 +256,42 @@ public struct OutboxStore: Outbox {
                 AS b(app_id, id, row, attempt, status, error_class, retry_ms, http_status, result, started_ms,
                     duration_ms, due_ms)
         ),
-        updated AS (
-            UPDATE followups f
-            SET status = b.status, lease_until = NULL, updated_at = now(), last_error = nullif(b.error_class, ''),
-                due_at = CASE WHEN b.retry_ms < 0 THEN f.due_at
-                    ELSE now() + make_interval(secs => b.retry_ms / 1000.0) END
+        retried AS (
+            UPDATE followups_queue f
+            SET status = 'retrying', lease_until = NULL, updated_at = now(), last_error = nullif(b.error_class, ''),
+                due_at = now() + make_interval(secs => b.retry_ms / 1000.0)
             FROM batch b
             WHERE f.ctid = b.row AND f.app_id = b.app_id AND f.id = b.id AND f.attempt = b.attempt
-                AND f.status = 'running'
+                AND f.status = 'running' AND b.status = 'retrying'
             RETURNING f.app_id, f.id, f.attempt, b.result, b.http_status, b.error_class, b.started_ms, b.duration_ms,
                 b.due_ms
+        ),
+        moved AS (
+            DELETE FROM followups_queue f
+            USING batch b
+            WHERE f.ctid = b.row AND f.app_id = b.app_id AND f.id = b.id AND f.attempt = b.attempt
+                AND f.status = 'running' AND b.status <> 'retrying'
+            RETURNING f.*, b.status AS final_status, b.error_class, b.result, b.http_status, b.started_ms,
+                b.duration_ms, b.due_ms
+        ),
+        finished AS (
+            INSERT INTO followups_done (\(unsafeSQL: Self.doneColumns))
+            SELECT \(unsafeSQL: Self.doneValues) FROM moved
+        ),
+        ended AS (
+            SELECT app_id, id, attempt, result, http_status, error_class, started_ms, duration_ms, due_ms FROM retried
+            UNION ALL
+            SELECT app_id, id, attempt, result, http_status, error_class, started_ms, duration_ms, due_ms FROM moved
         ),
         recorded AS (
             INSERT INTO delivery_attempts (app_id, followup_id, attempt, started_at, finished_at, result,
                 http_status, error_class, duration_ms, due_at)
             SELECT app_id, id, attempt, to_timestamp(started_ms / 1000.0), now(), result,
                 nullif(http_status, -1), nullif(error_class, ''), duration_ms, to_timestamp(due_ms / 1000.0)
-            FROM updated
+            FROM ended
             ON CONFLICT DO NOTHING
         )
-        SELECT id FROM updated
+        SELECT id FROM ended
         """ as PostgresQuery).prepared
     }
 
@@ -260,7 +301,8 @@ public struct OutboxStore: Outbox {
             for claim in claims {
                 try connection.execute(
                     """
-                    UPDATE followups SET status = 'retrying', lease_until = NULL, due_at = now(), updated_at = now()
+                    UPDATE followups_queue SET status = 'retrying', lease_until = NULL, due_at = now(),
+                        updated_at = now()
                     WHERE app_id = \(claim.appID) AND id = \(claim.id) AND attempt = \(claim.attempt)
                         AND status = 'running'
                     """)
@@ -276,8 +318,8 @@ public struct OutboxStore: Outbox {
             Self.planSettings,
             """
             WITH swept AS (
-                UPDATE followups SET status = 'retrying', lease_until = NULL, due_at = now(), updated_at = now(),
-                    last_error = 'lease expired'
+                UPDATE followups_queue SET status = 'retrying', lease_until = NULL, due_at = now(),
+                    updated_at = now(), last_error = 'lease expired'
                 WHERE status = 'running' AND lease_until < now()
                 RETURNING 1
             )
@@ -297,7 +339,7 @@ public struct OutboxStore: Outbox {
             Self.planSettings,
             """
             SELECT extract(epoch FROM min(due_at) - now())::float8 AS wait
-            FROM followups WHERE status IN ('pending', 'retrying')
+            FROM followups_queue WHERE status IN ('pending', 'retrying')
             """
         )
         return try rows[0].decode("wait", as: Double?.self).map { max(0, $0) }
@@ -309,7 +351,7 @@ public struct OutboxStore: Outbox {
             Self.planSettings,
             """
             SELECT count(*) AS due, coalesce(extract(epoch FROM now() - min(due_at)), 0)::float8 AS age
-            FROM followups WHERE status IN ('pending', 'retrying') AND due_at <= now()
+            FROM followups_queue WHERE status IN ('pending', 'retrying') AND due_at <= now()
             """
         )
         return (try rows[0].decode("due"), try rows[0].decode("age"))

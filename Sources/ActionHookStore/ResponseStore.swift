@@ -194,13 +194,8 @@ public struct ResponseStore: Sendable {
                         answer = jsonb_set(answer::jsonb, '{recipient}', 'null'::jsonb, false)::json
                     WHERE app_id = \(appID) AND notification_id = ANY(\(sent)::uuid[]) AND recipient IS NOT NULL
                     """)
-                cancelledSent = try connection.execute(
-                    """
-                    UPDATE followups SET status = 'cancelled', lease_until = NULL, updated_at = now()
-                    WHERE app_id = \(appID) AND notification_id = ANY(\(sent)::uuid[])
-                        AND (\(subject)::text IS NOT NULL OR device_token = \(device))
-                        AND status IN ('pending', 'retrying', 'running', 'dead')
-                    """)
+                cancelledSent = try Self.cancel(
+                    connection, appID: appID, notifications: sent, device: subject == nil ? device : nil)
                 _ = try connection.execute(
                     """
                     UPDATE followups SET payload = '{}'::jsonb, device_token = NULL
@@ -212,12 +207,7 @@ public struct ResponseStore: Sendable {
                 // What APNs said of the token goes too: the token itself is the device's data.
                 _ = try connection.execute("DELETE FROM devices WHERE app_id = \(appID) AND token = \(device)")
             }
-            let cancelled = try connection.execute(
-                """
-                UPDATE followups SET status = 'cancelled', lease_until = NULL, updated_at = now()
-                WHERE app_id = \(appID) AND response_id = ANY(\(erased)::uuid[])
-                    AND status IN ('pending', 'retrying', 'running', 'dead')
-                """)
+            let cancelled = try Self.cancel(connection, appID: appID, responses: erased)
             _ = try connection.execute(
                 """
                 UPDATE followups SET payload = '{}'::jsonb,
@@ -226,6 +216,33 @@ public struct ResponseStore: Sendable {
                 """)
             return (erased.count, sent.count, cancelled + cancelledSent)
         }
+    }
+
+    /// Cancels the app's follow-ups of `responses`, or of `notifications` (only those to `device` when
+    /// one is given), that are not finished, or are dead (an erased follow-up is not retried): queued
+    /// ones leave the queue, dead ones become cancelled.
+    static func cancel(
+        _ connection: PostgresConnection, appID: String, responses: [UUID] = [], notifications: [UUID] = [],
+        device: String? = nil
+    ) throws -> Int {
+        let condition: StaticString = """
+            (response_id = ANY($2::uuid[])
+                OR (notification_id = ANY($3::uuid[]) AND ($4::text IS NULL OR device_token = $4::text)))
+            """
+        let queued = try connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT actionhook_cancel_followups(array_agg(app_id), array_agg(id), '{pending,retrying,running}')
+                        AS n
+                    FROM followups_queue WHERE app_id = $1 AND \(condition)
+                    """, binds: [appID, responses, notifications, device]))
+        let dead = try connection.execute(
+            PostgresQuery(
+                unsafeSQL: """
+                    UPDATE followups_done SET status = 'cancelled', updated_at = now()
+                    WHERE app_id = $1 AND status = 'dead' AND \(condition)
+                    """, binds: [appID, responses, notifications, device]))
+        return (try queued.first?.decode("n", as: Int?.self) ?? 0) + dead
     }
 
     // The cursor keeps the database's own microsecond text of received_at, so no row is skipped or

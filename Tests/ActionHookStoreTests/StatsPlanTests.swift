@@ -18,18 +18,22 @@ struct StatsPlanTests {
         _ = try api.pool.withConnection { connection in
             // A busy app with three days of replies and follow-ups, and a quiet one with a few.
             try connection.execute(
+                "SELECT actionhook_create_partitions(now() - interval '4 days', now(), interval '1 day')")
+            try connection.execute(
                 """
                 INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier, outcome, answer, received_at)
-                SELECT CASE WHEN g % 500 = 0 THEN 'quiet-app' ELSE 'busy-app' END, gen_random_uuid(), 'k' || g,
+                SELECT CASE WHEN g % 500 = 0 THEN 'quiet-app' ELSE 'busy-app' END,
+                    actionhook_uuid_v7(now() - g * interval '10 seconds'), 'k' || g,
                     '\\x00'::bytea, 'accept', 'accepted', '{}', now() - g * interval '10 seconds'
                 FROM generate_series(1, 25000) AS g
                 """)
             try connection.execute(
                 """
-                INSERT INTO followups (app_id, id, response_id, ordinal, channel, payload, due_at, status, created_at)
+                INSERT INTO followups (app_id, id, response_id, ordinal, channel, payload, due_at, status, created_at,
+                    finished_at)
                 SELECT CASE WHEN g % 500 = 0 THEN 'quiet-app' ELSE 'busy-app' END, gen_random_uuid(), gen_random_uuid(),
                     0, 'webhook', '{}', now(), CASE WHEN g % 7 = 0 THEN 'dead' ELSE 'delivered' END,
-                    now() - g * interval '10 seconds'
+                    now() - g * interval '10 seconds', now() - g * interval '10 seconds'
                 FROM generate_series(1, 25000) AS g
                 """)
             try connection.execute(
@@ -54,10 +58,12 @@ struct StatsPlanTests {
                 try connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + query.sql, binds: query.binds))
                     .map { try $0.decode("QUERY PLAN", as: String.self) }.joined(separator: "\n")
             }
-            #expect(!plan.contains("Seq Scan on responses"), "\(name) scans responses whole:\n\(plan)")
-            #expect(!plan.contains("Seq Scan on followups"), "\(name) scans followups whole:\n\(plan)")
+            // An empty partition (the days without rows) is read by a sequential scan of nothing.
+            let scans = plan.split(separator: "\n").filter { $0.contains("Seq Scan on") && !$0.contains("(cost=0.00..0.0") }
+            #expect(!scans.contains { $0.contains("Seq Scan on responses") }, "\(name) scans responses whole:\n\(plan)")
+            #expect(!scans.contains { $0.contains("Seq Scan on followups") }, "\(name) scans followups whole:\n\(plan)")
             #expect(
-                plan.contains("responses_history") || plan.contains("followups_by_status"),
+                plan.contains("_app_id_received_at_id_idx") || plan.contains("_app_id_status_created_at_id_idx"),
                 "\(name) is not read through an app-leading index:\n\(plan)")
         }
         // The figures themselves, through the store: 25000 / 500 quiet rows, a day of them (8640 s / 10 s).

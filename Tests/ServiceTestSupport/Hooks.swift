@@ -1,3 +1,4 @@
+import ActionHookCore
 import ActionHookServer
 import Foundation
 import Postgres
@@ -183,7 +184,7 @@ package enum Hooks {
     package static func insertDueWebhooks(
         _ api: TestAPI, app: String, count: Int, dueInSeconds: Int = 0, url: (Int) -> String?
     ) throws -> [String] {
-        let responseID = UUID()
+        let responseID = UUID.timeOrdered()
         let ids = (0..<count).map { _ in UUID() }
         try api.pool.transaction { connection in
             try connection.execute(

@@ -161,8 +161,11 @@ public struct IngestPlan: Sendable {
     /// A bound reply after the notification's `expiresAt` is `expired`; one to a notification another
     /// reply answered first (`answers: first`) is `superseded`; neither acts. Any other reply but a snooze
     /// answers the notification when it is the first.
+    ///
+    /// The response's id carries `receivedAt` (a UUIDv7's time): responses are partitioned by id, so a
+    /// response lands in the partition of the time it was received.
     public init(_ item: IngestItem, receivedAt: Date, previousSnoozes: Int, notification: BoundNotification? = nil) {
-        responseID = UUID.timeOrdered()
+        responseID = UUID.timeOrdered(at: receivedAt)
         self.notification = notification
         let response = item.response
         let decision = item.decision

@@ -38,9 +38,10 @@ extension UUID {
 extension UUID {
     /// A version 7 UUID (RFC 9562): the Unix time in milliseconds in the first 48 bits, then 74
     /// random bits. Ids made later sort later, so the indexes they key grow at their right edge
-    /// instead of splitting pages at random.
+    /// instead of splitting pages at random. The milliseconds are rounded down, so an id made at a
+    /// time falls in the partition of that time (see sql/migrations/011).
     public static func timeOrdered(at date: Date = Date()) -> UUID {
-        let milliseconds = UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded()))
+        let milliseconds = UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded(.down)))
         var bytes = RandomPool.shared.withLock { $0.next() }
         return withUnsafeMutableBytes(of: &bytes) { raw in
             for index in 0..<6 { raw[index] = UInt8(truncatingIfNeeded: milliseconds >> (8 * (5 - index))) }
