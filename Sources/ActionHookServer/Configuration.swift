@@ -1,5 +1,6 @@
 import ActionHookCore
 import ActionHookDelivery
+import ActionHookStore
 import Foundation
 import Logging
 import MicroHTTPD
@@ -34,6 +35,8 @@ public struct Configuration: Sendable {
     public var clockSkewSeconds: Int = 300
     /// How long an idempotency key is kept, in hours; after that the same key is a new request.
     public var idempotencyTTLHours: Int = 24
+    /// How history is partitioned and how long it is kept.
+    public var retention = RetentionPolicy()
     /// The longest an ingest request waits for its transaction before it is answered 503 with
     /// `Retry-After` (the database is stopped or unreachable), in milliseconds; `nil`: no bound.
     public var ingestDeadlineMilliseconds: Int?
@@ -138,6 +141,8 @@ public struct Configuration: Sendable {
         let ingestBatchMax = try reader.integer("ACTIONHOOK_INGEST_BATCH_MAX", default: 128, in: 1...10_000)
         let clockSkew = try reader.integer("ACTIONHOOK_CLOCK_SKEW_SECONDS", default: 300, in: 0...86_400)
         let idempotencyTTL = try reader.integer("ACTIONHOOK_IDEMPOTENCY_TTL_HOURS", default: 24, in: 1...8760)
+        let retentionDays = try reader.integer("ACTIONHOOK_RETENTION_DAYS", default: 30, in: 1...36_500)
+        let partitionSeconds = try reader.partitionInterval("ACTIONHOOK_PARTITION_INTERVAL", default: 86_400)
         let workerEnabled = try reader.choice("ACTIONHOOK_WORKER", default: true, choices: ["1": true, "0": false])
         var worker = WorkerConfiguration()
         worker.concurrency = try reader.integer(
@@ -181,6 +186,7 @@ public struct Configuration: Sendable {
             ingestDeadlineMilliseconds: ingestDeadline)
         configuration.clockSkewSeconds = clockSkew
         configuration.idempotencyTTLHours = idempotencyTTL
+        configuration.retention = RetentionPolicy(partitionSeconds: partitionSeconds, retentionDays: retentionDays)
         return configuration
     }
 }
@@ -207,6 +213,18 @@ struct EnvironmentReader {
                 variable: name, problem: "must be an integer in \(range.lowerBound)...\(range.upperBound)")
         }
         return parsed
+    }
+
+    /// A partition width: whole hours (`6h`) or days (`1d`), from an hour to 31 days; in seconds.
+    func partitionInterval(_ name: String, default value: Int) throws(ConfigurationError) -> Int {
+        guard let text = environment[name]?.trimmingCharacters(in: .whitespaces).lowercased(), !text.isEmpty else {
+            return value
+        }
+        let unit = text.last.flatMap { ["h": 3600, "d": 86_400][$0] }
+        guard let unit, let count = Int(text.dropLast()), count > 0, count * unit <= 31 * 86_400 else {
+            throw ConfigurationError(variable: name, problem: "must be whole hours or days, e.g. 1d or 6h, up to 31d")
+        }
+        return count * unit
     }
 
     func string(_ name: String, default value: String, valid: (String) -> Bool) throws(ConfigurationError) -> String {

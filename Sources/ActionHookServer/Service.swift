@@ -21,6 +21,7 @@ public final class ActionHookService: Sendable {
     let worker: OutboxWorker?
     let batcher: IngestBatcher
     let sweeper: IdempotencyKeySweeper
+    let maintainer: PartitionMaintainer
     let webhooks: WebhookSender
     let apns: APNsSender
     /// Every route as `METHOD pattern`, for checking the OpenAPI document against the router.
@@ -79,6 +80,8 @@ public final class ActionHookService: Sendable {
         OperationsRoutes(pool: pool, metrics: metrics, logger: logger).register(in: &router)
         let idempotencyWindow = Duration.seconds(configuration.idempotencyTTLHours * 3600)
         sweeper = IdempotencyKeySweeper(pool: longPool, window: idempotencyWindow, logger: logger)
+        maintainer = PartitionMaintainer(
+            pool: longPool, policy: configuration.retention, logger: logger, onReport: metrics.maintenanceRan)
         let batcher = IngestBatcher(
             writer: IngestWriter(pool: pool, idempotencyWindow: idempotencyWindow),
             writers: configuration.ingestWriters,
@@ -131,6 +134,7 @@ public final class ActionHookService: Sendable {
         batcher.start()
         worker?.start()
         sweeper.start()
+        maintainer.start()
         try server.start()
     }
 
@@ -139,6 +143,7 @@ public final class ActionHookService: Sendable {
         server.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
         batcher.stop()
         sweeper.stop()
+        maintainer.stop()
         worker?.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
         listener.stop()
         // Blocking here on a Task would deadlock when the callers of stop() occupy every thread of the

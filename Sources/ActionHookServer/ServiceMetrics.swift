@@ -1,6 +1,8 @@
 import ActionHookCore
 import ActionHookDelivery
+import ActionHookStore
 import CoreMetrics
+import Foundation
 import Locks
 import MicroHTTPD
 import Prometheus
@@ -151,5 +153,28 @@ extension Duration {
         let (seconds, attoseconds) = components
         let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         return overflow ? Int64.max : product + attoseconds / 1_000_000_000
+    }
+}
+
+extension ServiceMetrics {
+    /// Records a partition maintenance run of this instance: partitions kept and the start of the oldest
+    /// by table, partitions dropped and rows deleted for shorter app retention, and when it last ran.
+    /// A run another instance held the lock for changes nothing here.
+    @Sendable public func maintenanceRan(_ report: MaintenanceReport) {
+        guard report.ran else { return }
+        for table in PartitionMaintainer.tables {
+            gauge("actionhook_partitions", dimensions: [("table", table)]).record(report.partitions[table] ?? 0)
+            if let oldest = report.oldest[table] {
+                gauge("actionhook_partition_oldest_timestamp_seconds", dimensions: [("table", table)])
+                    .record(oldest.timeIntervalSince1970)
+            }
+        }
+        for (table, count) in report.dropped {
+            counter("actionhook_partitions_dropped_total", dimensions: [("table", table)]).increment(by: count)
+        }
+        for (table, count) in report.deleted {
+            counter("actionhook_retention_rows_deleted_total", dimensions: [("table", table)]).increment(by: count)
+        }
+        gauge("actionhook_partition_maintenance_last_run_timestamp_seconds").record(Date().timeIntervalSince1970)
     }
 }

@@ -23,6 +23,9 @@ extension PostgresError {
 
     /// SQLSTATE 57014, `query_canceled`: a statement stopped at `statement_timeout`.
     static let queryCanceled = "57014"
+
+    /// A check violation, which is also what a write for a time no partition covers fails with.
+    var mayMeanMissingPartition: Bool { sqlState == "23514" }
 }
 
 /// The pool as the stores use it: the same calls, with the database being away reported as

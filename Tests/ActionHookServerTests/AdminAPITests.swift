@@ -575,7 +575,11 @@ private enum Admin: ResponseHelpers {
 
     static func setStatus(_ api: TestAPI, app: String, id: String, _ status: String) throws {
         let rows = try api.query(
-            "UPDATE followups SET status = \(status) WHERE app_id = \(app) AND id = \(UUID(uuidString: id)) RETURNING id"
+            """
+            UPDATE followups SET status = \(status),
+                finished_at = CASE WHEN \(status) IN ('delivered', 'dead', 'cancelled', 'skipped') THEN now() END
+            WHERE app_id = \(app) AND id = \(UUID(uuidString: id)) RETURNING id
+            """
         )
         guard rows.count == 1 else { throw TestClientError(description: "no follow-up \(id)") }
     }

@@ -115,7 +115,8 @@ struct ConsoleTests: ResponseHelpers {
         #expect(day.json["bucketSeconds"] as? Int == 900)
 
         // A dead follow-up is a dead letter.
-        _ = try api.query("UPDATE followups SET status = 'dead' WHERE app_id = 'stats-app' AND ordinal = 0")
+        _ = try api.query(
+            "UPDATE followups SET status = 'dead', finished_at = now() WHERE app_id = 'stats-app' AND ordinal = 0")
         let after = try api.admin("GET", "/v1/apps/stats-app/stats")
         #expect(after.json["deadLetters"] as? Int == 2)
         #expect((after.json["followUps"] as? [String: Int])?["dead"] == 2)
@@ -136,7 +137,7 @@ struct ConsoleTests: ResponseHelpers {
         _ = try api.query(
             """
             WITH f AS (
-                UPDATE followups SET status = 'delivered', attempt = 1 WHERE app_id = 'latency-app'
+                UPDATE followups SET status = 'delivered', attempt = 1, finished_at = now() WHERE app_id = 'latency-app'
                 RETURNING app_id, id, due_at
             )
             INSERT INTO delivery_attempts (app_id, followup_id, attempt, started_at, finished_at, result, http_status, duration_ms)

@@ -545,7 +545,7 @@ private enum Isolation: ResponseHelpers {
         let (sharedResponseID, followUps2) = try ingest(2, subject: "ev-shared")
         let dead = followUps2[0]
         let marked = try api.query(
-            "UPDATE followups SET status = 'dead' WHERE app_id = \(app) AND id = \(UUID(uuidString: dead)) RETURNING id"
+            "UPDATE followups SET status = 'dead', finished_at = now() WHERE app_id = \(app) AND id = \(UUID(uuidString: dead)) RETURNING id"
         )
         guard marked.count == 1 else { throw TestClientError(description: "could not mark \(dead) dead") }
         // A sent notification, answered by the first device (so a reply, its push and a no-reply step exist).

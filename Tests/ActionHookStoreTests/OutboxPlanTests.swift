@@ -37,7 +37,8 @@ struct OutboxPlanTests {
         }
         let full = try plan()
         for (name, text) in [("empty", empty), ("full", full)] {
-            #expect(text.contains("Tid Scan on followups_queue f"), "\(name): claimed rows not reached by TID:\n\(text)")
+            #expect(
+                text.contains("Tid Scan on followups_queue f"), "\(name): claimed rows not reached by TID:\n\(text)")
             #expect(text.contains("followups_due"), "\(name): due rows are not found by the due index:\n\(text)")
             #expect(!text.contains("followups_by_status"), "\(name): the claim reads followups_by_status:\n\(text)")
             #expect(!text.contains("Seq Scan on followups"), "\(name): the claim scans followups whole:\n\(text)")

@@ -59,7 +59,9 @@ struct StatsPlanTests {
                     .map { try $0.decode("QUERY PLAN", as: String.self) }.joined(separator: "\n")
             }
             // An empty partition (the days without rows) is read by a sequential scan of nothing.
-            let scans = plan.split(separator: "\n").filter { $0.contains("Seq Scan on") && !$0.contains("(cost=0.00..0.0") }
+            let scans = plan.split(separator: "\n").filter {
+                $0.contains("Seq Scan on") && !$0.contains("(cost=0.00..0.0")
+            }
             #expect(!scans.contains { $0.contains("Seq Scan on responses") }, "\(name) scans responses whole:\n\(plan)")
             #expect(!scans.contains { $0.contains("Seq Scan on followups") }, "\(name) scans followups whole:\n\(plan)")
             #expect(

@@ -81,6 +81,8 @@ BEGIN
     IF seconds < 3600 THEN
         RAISE EXCEPTION 'partition width % is shorter than an hour', width;
     END IF;
+    -- One maker at a time (instances making tomorrow's partitions at once, or a write making a missing one).
+    PERFORM pg_advisory_xact_lock(hashtext('actionhook.partitions.' || current_schema()));
     FOREACH target IN ARRAY ARRAY['responses', 'followups_done', 'delivery_attempts'] LOOP
         cell := to_timestamp(floor(extract(epoch FROM from_time) / seconds) * seconds);
         WHILE cell < to_time LOOP
@@ -108,6 +110,15 @@ BEGIN
     END LOOP;
     RETURN made;
 END
+$$;
+
+-- The partitions for the present, of the width of the newest partition (a day when there is none): what a
+-- write that found no partition for its row makes before it is tried again.
+CREATE FUNCTION actionhook_create_current_partitions() RETURNS integer
+LANGUAGE sql AS $$
+    SELECT actionhook_create_partitions(now() - w, now() + w, w)
+    FROM (SELECT coalesce((SELECT upper - lower FROM actionhook_partitions ORDER BY lower DESC LIMIT 1),
+        interval '1 day') AS w) AS x
 $$;
 
 -- One partition of `parent` for [lower, upper), recorded in actionhook_partitions.

@@ -1,0 +1,250 @@
+import Foundation
+import Locks
+import Logging
+import Postgres
+
+/// How long history is kept and how it is cut: the partition width, the server's retention, and how far
+/// ahead partitions are made.
+public struct RetentionPolicy: Sendable, Equatable {
+    /// The width of a partition, in seconds (a day by default; at least an hour).
+    public var partitionSeconds: Int
+    /// Days a response, a finished follow-up and a delivery attempt are kept (an app may keep fewer).
+    public var retentionDays: Int
+
+    /// The defaults: daily partitions, 30 days kept.
+    public init(partitionSeconds: Int = 86_400, retentionDays: Int = 30) {
+        self.partitionSeconds = partitionSeconds
+        self.retentionDays = retentionDays
+    }
+
+    /// Partitions are made this far ahead of the present: two widths, and at least two days, so that a
+    /// maintenance run missed for a day or two never leaves a write without its partition.
+    public var aheadSeconds: Int { max(2 * partitionSeconds, 2 * 86_400) }
+
+    /// How often maintenance runs: every quarter width, at most hourly.
+    public var runInterval: Duration { .seconds(min(partitionSeconds / 4, 3600)) }
+}
+
+/// What one maintenance run did and found.
+public struct MaintenanceReport: Sendable, Equatable {
+    /// Whether this instance ran it (another one held the maintenance lock otherwise, and nothing was done).
+    public var ran = false
+    /// Partitions made.
+    public var created = 0
+    /// Partitions dropped, by partitioned table.
+    public var dropped: [String: Int] = [:]
+    /// Rows deleted for apps that keep less than the server does, by table.
+    public var deleted: [String: Int] = [:]
+    /// Partitions kept, by partitioned table.
+    public var partitions: [String: Int] = [:]
+    /// The start of the oldest kept partition, by partitioned table.
+    public var oldest: [String: Date] = [:]
+}
+
+/// Keeps the partitioned tables (sql/migrations/011) within the retention window: makes partitions ahead
+/// of time and drops those wholly older than the window, in every instance, one at a time.
+///
+/// A run takes a session-level advisory lock (tried, never waited for: an instance that finds it taken
+/// leaves the run to the holder). Partitions are made by `actionhook_create_partitions`, attached without
+/// blocking writes; old ones are detached with `DETACH PARTITION … CONCURRENTLY` (never a `DELETE`) and
+/// dropped. An app with a shorter `retentionDays` has its older rows deleted in batches of
+/// ``batchSize``, each its own statement; sent notifications, which are not partitioned, are deleted the
+/// same way once past their app's retention and no longer waiting for a follow-up.
+public final class PartitionMaintainer: Sendable {
+    let pool: Database
+    let policy: RetentionPolicy
+    let batchSize: Int
+    let logger: Logger
+    let onReport: @Sendable (MaintenanceReport) -> Void
+    private let state = Monitor(LoopState())
+
+    /// The partitioned tables, as `actionhook_partitions` names them.
+    public static let tables = ["responses", "followups_done", "delivery_attempts"]
+
+    /// Creates a maintainer; `onReport` receives each run's report (for metrics).
+    public init(
+        pool: PostgresPool, policy: RetentionPolicy, batchSize: Int = 1000, logger: Logger,
+        onReport: @escaping @Sendable (MaintenanceReport) -> Void = { _ in }
+    ) {
+        self.pool = Database(pool)
+        self.policy = policy
+        self.batchSize = batchSize
+        self.logger = logger
+        self.onReport = onReport
+    }
+
+    /// Starts the background thread: a run at once, then one per ``RetentionPolicy/runInterval``.
+    public func start() {
+        state.withLock { $0.start() }
+        let thread = Thread { [self] in loop() }
+        thread.name = "actionhook-partitions"
+        thread.start()
+    }
+
+    /// Stops the thread after its current step and waits for it.
+    public func stop() {
+        guard state.withLockWakingAll({ $0.stop() }) else { return }
+        state.wait(for: { $0.phase == .stopped }, then: { _ in })
+    }
+
+    private func loop() {
+        var next = ContinuousClock.now
+        while state.wait(until: next, for: \.mustWake, then: { $0.takeWakeUp() }) {
+            next = .now + policy.runInterval
+            do {
+                onReport(try maintain())
+            } catch {
+                logger.warning("partition maintenance failed", metadata: ["error": "\(error)"])
+            }
+        }
+        state.withLockWakingAll { $0.finish() }
+    }
+
+    private var stopping: Bool { state.withLock { $0.phase == .stopping } }
+
+    /// One run at `now` (the database's clock when `nil`; tests move it).
+    @discardableResult
+    public func maintain(now: Date? = nil) throws -> MaintenanceReport {
+        var report = MaintenanceReport()
+        try pool.withConnection { connection in
+            let locked = try connection.query(
+                "SELECT pg_try_advisory_lock(hashtext('actionhook.maintenance.' || current_schema())) AS locked")
+            guard try locked[0].decode("locked", as: Bool.self) else { return }
+            defer {
+                _ = try? connection.execute(
+                    "SELECT pg_advisory_unlock(hashtext('actionhook.maintenance.' || current_schema()))")
+            }
+            report.ran = true
+            let clock = try connection.query("SELECT coalesce(\(now)::timestamptz, now()) AS now")
+            let present: Date = try clock[0].decode("now")
+            report.created = try connection.transaction { transaction in
+                // Waiting long for the parent's lock would hold up the writes queued behind it: retried next run.
+                try transaction.execute("SET LOCAL lock_timeout = '5s'")
+                return try transaction.query(
+                    """
+                    SELECT actionhook_create_partitions(\(present)::timestamptz,
+                        \(present)::timestamptz + make_interval(secs => \(policy.aheadSeconds)),
+                        make_interval(secs => \(policy.partitionSeconds))) AS made
+                    """)[0].decode("made", as: Int.self)
+            }
+            let cutoff = present.addingTimeInterval(-Double(policy.retentionDays) * 86_400)
+            let expired = try connection.query(
+                """
+                SELECT p.parent, p.name, i.inhdetachpending AS pending, i.inhrelid IS NOT NULL AS attached
+                FROM actionhook_partitions p
+                LEFT JOIN pg_inherits i ON i.inhrelid = to_regclass(quote_ident(p.name))
+                WHERE p.upper <= \(cutoff)
+                ORDER BY p.lower
+                """)
+            for row in expired where !stopping {
+                let parent: String = try row.decode("parent")
+                let name: String = try row.decode("name")
+                try drop(
+                    parent: parent, name: name, attached: try row.decode("attached"),
+                    pending: try row.decode("pending", as: Bool?.self) ?? false, connection: connection)
+                report.dropped[parent, default: 0] += 1
+            }
+            try deleteForShorterRetention(present: present, connection: connection, report: &report)
+            for row in try connection.query(
+                "SELECT parent, count(*)::int AS n, min(lower) AS oldest FROM actionhook_partitions GROUP BY parent")
+            {
+                let parent: String = try row.decode("parent")
+                report.partitions[parent] = try row.decode("n")
+                report.oldest[parent] = try row.decode("oldest")
+            }
+        }
+        if report.created > 0 || !report.dropped.isEmpty || !report.deleted.isEmpty {
+            logger.info(
+                "partition maintenance",
+                metadata: [
+                    "created": "\(report.created)", "dropped": "\(report.dropped.values.reduce(0, +))",
+                    "deleted": "\(report.deleted.values.reduce(0, +))",
+                ])
+        }
+        return report
+    }
+
+    /// Detaches a partition without blocking writes to its parent, then drops it. A detach left halfway
+    /// (the instance stopped between its two transactions) is finished first.
+    private func drop(parent: String, name: String, attached: Bool, pending: Bool, connection: PostgresConnection)
+        throws
+    {
+        if attached {
+            let form = pending ? "FINALIZE" : "CONCURRENTLY"
+            let statement = try connection.query(
+                "SELECT format('ALTER TABLE %I DETACH PARTITION %I ' || \(form), \(parent), \(name)) AS sql")[0]
+                .decode("sql", as: String.self)
+            try connection.execute("SET lock_timeout = '5s'")
+            defer { _ = try? connection.execute("RESET lock_timeout") }
+            try connection.execute(PostgresQuery(unsafeSQL: statement))
+        }
+        try connection.transaction { transaction in
+            let statement = try transaction.query("SELECT format('DROP TABLE IF EXISTS %I', \(name)) AS sql")[0]
+                .decode("sql", as: String.self)
+            try transaction.execute(PostgresQuery(unsafeSQL: statement))
+            try transaction.execute("DELETE FROM actionhook_partitions WHERE name = \(name)")
+        }
+    }
+
+    /// Deletes, a batch per statement, what apps keep for less than the server does, and every app's sent
+    /// notifications past its retention that no queued follow-up waits on.
+    private func deleteForShorterRetention(
+        present: Date, connection: PostgresConnection, report: inout MaintenanceReport
+    ) throws {
+        let apps = try connection.query("SELECT id, retention_days FROM apps ORDER BY id")
+        for app in apps where !stopping {
+            let appID: String = try app.decode("id")
+            let days = min(
+                try app.decode("retention_days", as: Int?.self) ?? policy.retentionDays, policy.retentionDays)
+            let cutoff = present.addingTimeInterval(-Double(days) * 86_400)
+            var statements: [(table: String, query: PostgresQuery)] = [
+                (
+                    "notifications",
+                    """
+                    DELETE FROM notifications WHERE app_id = \(appID) AND id IN (
+                        SELECT n.id FROM notifications n
+                        WHERE n.app_id = \(appID) AND n.created_at < \(cutoff) AND NOT EXISTS (
+                            SELECT 1 FROM followups_queue q WHERE q.app_id = n.app_id AND q.notification_id = n.id)
+                        LIMIT \(batchSize))
+                    """
+                )
+            ]
+            if days < policy.retentionDays {
+                statements += [
+                    (
+                        "responses",
+                        """
+                        DELETE FROM responses WHERE app_id = \(appID) AND id IN (
+                            SELECT id FROM responses WHERE app_id = \(appID) AND id < actionhook_uuid_at(\(cutoff))
+                            LIMIT \(batchSize))
+                        """
+                    ),
+                    (
+                        "followups_done",
+                        """
+                        DELETE FROM followups_done WHERE app_id = \(appID) AND (id, finished_at) IN (
+                            SELECT id, finished_at FROM followups_done WHERE app_id = \(appID) AND finished_at < \(cutoff)
+                            LIMIT \(batchSize))
+                        """
+                    ),
+                    (
+                        "delivery_attempts",
+                        """
+                        DELETE FROM delivery_attempts WHERE app_id = \(appID) AND (followup_id, attempt, finished_at) IN (
+                            SELECT followup_id, attempt, finished_at FROM delivery_attempts
+                            WHERE app_id = \(appID) AND finished_at < \(cutoff)
+                            LIMIT \(batchSize))
+                        """
+                    ),
+                ]
+            }
+            for statement in statements {
+                while !stopping {
+                    let count = try connection.execute(statement.query)
+                    if count > 0 { report.deleted[statement.table, default: 0] += count }
+                    if count < batchSize { break }
+                }
+            }
+        }
+    }
+}
