@@ -52,14 +52,32 @@ struct Database: Sendable {
 
     /// ``PostgresPool/pipelinedTransaction(_:)``.
     func pipelinedTransaction(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
-        try StoreError.translatingUnavailable { try pool.pipelinedTransaction(queries) }
+        try StoreError.translatingUnavailable {
+            try creatingMissingPartitions { try pool.pipelinedTransaction(queries) }
+        }
     }
 
     /// ``PostgresPool/pipelinedTransaction(_:)``, with reads before the writes.
     func pipelinedTransaction<T>(
         _ body: (_ send: ([PostgresQuery]) throws -> [PostgresRows]) throws -> (value: T, commitWith: [PostgresQuery])
     ) throws -> T {
-        try StoreError.translatingUnavailable { try pool.pipelinedTransaction(body) }
+        try StoreError.translatingUnavailable { try creatingMissingPartitions { try pool.pipelinedTransaction(body) } }
+    }
+
+    /// Runs a write (a whole transaction) again once, after making the partitions for the present, when it
+    /// failed as a write for a time no partition covers does. Partitions are made ahead of time by
+    /// ``PartitionMaintainer``; this keeps a write from failing when it did not run (sql/migrations/011).
+    private func creatingMissingPartitions<T>(_ write: () throws -> T) throws -> T {
+        do {
+            return try write()
+        } catch let error as PostgresError where error.mayMeanMissingPartition {
+            let made = try pool.withConnection { connection in
+                try connection.query("SELECT actionhook_create_current_partitions() AS made")[0].decode(
+                    "made", as: Int.self)
+            }
+            guard made > 0 else { throw error }
+            return try write()
+        }
     }
 }
 

@@ -172,14 +172,15 @@ public final class PartitionMaintainer: Sendable {
         if attached {
             let form = pending ? "FINALIZE" : "CONCURRENTLY"
             let statement = try connection.query(
-                "SELECT format('ALTER TABLE %I DETACH PARTITION %I ' || \(form), \(parent), \(name)) AS sql")[0]
-                .decode("sql", as: String.self)
+                "SELECT format('ALTER TABLE %I DETACH PARTITION %I ' || \(form)::text, \(parent)::text, \(name)::text) AS sql"
+            )[0]
+            .decode("sql", as: String.self)
             try connection.execute("SET lock_timeout = '5s'")
             defer { _ = try? connection.execute("RESET lock_timeout") }
             try connection.execute(PostgresQuery(unsafeSQL: statement))
         }
         try connection.transaction { transaction in
-            let statement = try transaction.query("SELECT format('DROP TABLE IF EXISTS %I', \(name)) AS sql")[0]
+            let statement = try transaction.query("SELECT format('DROP TABLE IF EXISTS %I', \(name)::text) AS sql")[0]
                 .decode("sql", as: String.self)
             try transaction.execute(PostgresQuery(unsafeSQL: statement))
             try transaction.execute("DELETE FROM actionhook_partitions WHERE name = \(name)")
