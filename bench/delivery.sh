@@ -191,11 +191,14 @@ drain() {
     started="$(date +%s.%N)"
     psql_ <<SQL
 BEGIN;
-INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier, outcome, answer)
-VALUES ('bench', '00000000-0000-4000-8000-000000000001', 'bench-drain', '\x00'::bytea, 'bulk', 'recorded', '{}');
+WITH response AS (
+    INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier, outcome, answer)
+    VALUES ('bench', actionhook_uuid_v7(now()), 'bench-drain', '\x00'::bytea, 'bulk', 'recorded', '{}')
+    RETURNING id
+)
 INSERT INTO followups (app_id, id, response_id, ordinal, channel, payload, due_at)
-SELECT 'bench', gen_random_uuid(), '00000000-0000-4000-8000-000000000001', n, '$channel', $payload, now()
-FROM generate_series(1, $count) AS n;
+SELECT 'bench', gen_random_uuid(), response.id, n, '$channel', $payload, now()
+FROM response, generate_series(1, $count) AS n;
 NOTIFY actionhook_followups;
 COMMIT;
 SQL

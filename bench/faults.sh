@@ -337,7 +337,7 @@ ingest() {
 # transaction; follow-up n goes to receiver port FIRST + n % PORTS (port 0 through the app's own endpoint).
 insert_due_webhooks() {
     local response
-    response="$(sql -c "SELECT gen_random_uuid()")"
+    response="$(sql -c "SELECT actionhook_uuid_v7(now())")"
     sql <<SQL
 BEGIN;
 INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier, outcome, answer)

@@ -570,7 +570,11 @@ private enum Isolation: ResponseHelpers {
         let tables = try api.query(
             """
             SELECT table_name::text AS name FROM information_schema.columns
-            WHERE table_schema = current_schema() AND column_name = 'app_id' ORDER BY table_name
+            WHERE table_schema = current_schema() AND column_name = 'app_id'
+                -- A partition's rows are its parent's; partitions come and go with the maintenance.
+                AND NOT (SELECT c.relispartition FROM pg_class c
+                    WHERE c.oid = (quote_ident(table_schema) || '.' || quote_ident(table_name))::regclass)
+            ORDER BY table_name
             """
         ).map { try $0.decode("name", as: String.self) }
         var result: [String: String] = [:]

@@ -163,8 +163,8 @@ router.post("/v1/responses") { request, context -> EditedResponse<IngestAnswer> 
     // The one rule the benchmark's requests match: accepting an invitation, with a webhook to the app.
     let accepted = category == "event-invite" && body.actionIdentifier == "accept"
     let subject = category == "event-invite" ? userInfo["eventId"]?.text : nil
-    let responseID = UUID()
     let now = Date()
+    let responseID = timeOrderedUUID(now)
     var answer = IngestAnswer(
         id: responseID, outcome: accepted ? "accepted" : "unmatched", ruleId: accepted ? "invite-accept" : nil,
         subject: subject, followUps: [])
@@ -193,6 +193,14 @@ router.post("/v1/responses") { request, context -> EditedResponse<IngestAnswer> 
                     \(body.responseId), \(respondedAt), \(answer.outcome), \(answer.ruleId), \(subject), \(answer))
                 """,
                 logger: context.logger)
+            // The key has a table of its own (responses are partitioned by time); a stored key fails the
+            // transaction with a unique violation.
+            try await connection.query(
+                """
+                INSERT INTO idempotency_keys (app_id, key, response_id, request_hash)
+                VALUES (\(appID), \(idempotencyKey), \(responseID), \(requestHash))
+                """,
+                logger: context.logger)
             if let followUp {
                 try await connection.query(
                     """
@@ -219,3 +227,15 @@ let app = Application(
     services: [postgres],
     logger: logger)
 try await app.runService()
+
+/// A version 7 UUID for `date` (its Unix milliseconds in the first 48 bits), as ActionHook makes ids:
+/// responses are partitioned by them.
+func timeOrderedUUID(_ date: Date) -> UUID {
+    let milliseconds = UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded(.down)))
+    var bytes = UUID().uuid
+    withUnsafeMutableBytes(of: &bytes) { raw in
+        for index in 0..<6 { raw[index] = UInt8(truncatingIfNeeded: milliseconds >> (8 * (5 - index))) }
+        raw[6] = (raw[6] & 0x0F) | 0x70
+    }
+    return UUID(uuid: bytes)
+}
