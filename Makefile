@@ -5,7 +5,7 @@ SHELL := /bin/bash
 SWIFT_FORMAT_PATHS := Sources Tests Package.swift
 DEV_PG_DIR := .local/pg
 
-.PHONY: help run test test-stress build format lint stop-db clean-db bench bench-delivery bench-client faults compose-check
+.PHONY: help run test test-stress build format lint stop-db clean-db bench bench-migrate bench-delivery bench-client faults compose-check
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  make %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -25,6 +25,9 @@ build: ## Install what is missing and build (debug)
 
 bench: ## Benchmark ActionHook against its references (quality.md P1-P5); see bench/RESULTS.md
 	bash bench/run.sh
+
+bench-migrate: ## Time `actionhook migrate` turning 5 million replies of the previous schema into partitions
+	bash bench/migrate.sh
 
 bench-delivery: ## Idle cost, webhook and APNs drains, backlog under ingest load, snooze lateness, with their references (P6-P8)
 	bash bench/delivery.sh
