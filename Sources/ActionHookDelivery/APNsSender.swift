@@ -1,13 +1,21 @@
 import ActionHookCore
 import AsyncHTTPClient
+import Dispatch
 import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOSSL
 import Synchronization
 
-/// Sends pushes to APNs over HTTP/2: one multiplexed connection per app and environment, a
-/// provider token reused for 40 minutes per app, and APNs' answers mapped to retry decisions.
+/// Sends pushes to APNs over HTTP/2: one multiplexed connection per app and environment, and APNs'
+/// answers mapped to retry decisions.
+///
+/// The provider token is one per signing key (team, key id and key), shared through
+/// ``SharedProviderTokens`` (the database, so every instance sends the same token) and reused for 40
+/// minutes. Each sender keeps the current token in memory, so a push costs no database round trip;
+/// only a stale or refused token is looked up there, once per key at a time in this process. A token
+/// APNs refuses as expired or invalid is replaced once (only while it is still the shared one) and the
+/// push retried with the new one; `429 TooManyProviderTokenUpdates` is retried on the schedule.
 public final class APNsSender: Sendable {
     /// Where to send.
     public struct Endpoints: Sendable {
@@ -31,17 +39,23 @@ public final class APNsSender: Sendable {
 
     let endpoints: Endpoints
     let clock: @Sendable () -> Int
+    let sharedTokens: any SharedProviderTokens
     private let clients = Mutex([String: HTTPClient]())
-    private let tokens = Mutex([String: (credentials: APNsCredentials, token: APNsProviderToken)]())
+    private let tokens = Mutex(TokenCache())
     private let tokensIssued = Mutex(0)
 
-    /// Creates a sender; `clock` gives the current time in whole seconds (tests move it).
-    public init(endpoints: Endpoints, clock: @escaping @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }) {
+    /// Creates a sender; `tokens` shares provider tokens (by default within this process only), `clock`
+    /// gives the current time in whole seconds (tests move it).
+    public init(
+        endpoints: Endpoints, tokens: any SharedProviderTokens = LocalProviderTokens(),
+        clock: @escaping @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }
+    ) {
         self.endpoints = endpoints
+        sharedTokens = tokens
         self.clock = clock
     }
 
-    /// How many provider tokens have been signed (each is reused until it is stale).
+    /// How many provider tokens this sender has signed (each is shared and reused until it is stale).
     public var providerTokensIssued: Int { tokensIssued.withLock { $0 } }
 
     /// Sends one push. `payload` is the follow-up's rendered APNs payload: `deviceToken`,
@@ -78,14 +92,19 @@ public final class APNsSender: Sendable {
         } catch {
             return .permanent(httpStatus: nil, errorClass: "tls_configuration")
         }
-        // The token the server refused as expired; a second refusal of a fresh one is final.
-        var rejected: String?
+        // The token the server refused as expired or invalid; a second refusal, of a new one, is final.
+        var refused: String?
         while true {
             let token: APNsProviderToken
             do {
-                token = try providerToken(appID: appID, credentials: credentials, replacing: rejected)
-            } catch {
+                token = try await providerToken(credentials: credentials, replacing: refused)
+            } catch is InvalidPrivateKey {
                 return .permanent(httpStatus: nil, errorClass: "invalid_private_key")
+            } catch is ProviderTokenUnavailable {
+                return .retryable(httpStatus: nil, errorClass: "provider_token_unavailable")
+            } catch {
+                // The shared token could not be read or written (the database is away): try again later.
+                return .retryable(httpStatus: nil, errorClass: "database_error")
             }
             request.headers.replaceOrAdd(name: "authorization", value: "bearer " + token.jwt)
             do {
@@ -104,8 +123,12 @@ public final class APNsSender: Sendable {
                     return .deadDevice(httpStatus: status, reason: reason)
                 case 400 where reason == "BadDeviceToken":
                     return .deadDevice(httpStatus: status, reason: reason)
-                case 403 where reason == "ExpiredProviderToken" && rejected == nil:
-                    rejected = token.jwt
+                case _ where reason == "TooManyProviderTokenUpdates":
+                    // A new token for the key came too soon after the last (APNs documents it as 429, and
+                    // takes a new one 20 minutes after the last): retried, whatever the status.
+                    return .retryable(httpStatus: status, errorClass: reason)
+                case 403 where (reason == "ExpiredProviderToken" || reason == "InvalidProviderToken") && refused == nil:
+                    refused = token.jwt
                     continue
                 case 429, 500..<600:
                     return .retryable(httpStatus: status, errorClass: reason)
@@ -131,27 +154,101 @@ public final class APNsSender: Sendable {
         }
     }
 
-    /// The app's provider token: reused until stale, or replaced when the credentials changed or when
-    /// APNs refused it as expired (`rejected` is that token's JWT; if another push already replaced it,
-    /// the replacement is used). Checked and replaced under one lock, so pushes sent at once sign one
-    /// token between them: APNs answers TooManyProviderTokenUpdates to a second within 20 minutes.
-    func providerToken(appID: String, credentials: APNsCredentials, replacing rejected: String? = nil) throws
+    /// The provider token for `credentials`: the one in memory while it is fresh and not `refused` (the
+    /// JWT APNs just refused), else the shared one (see ``SharedProviderTokens``), looked up once per key
+    /// at a time: pushes that find the token stale or refused together wait for one lookup.
+    func providerToken(credentials: APNsCredentials, replacing refused: String? = nil) async throws
         -> APNsProviderToken
     {
-        let now = clock()
-        let (token, issued) = try tokens.withLock { tokens throws -> (APNsProviderToken, Bool) in
-            if let cached = tokens[appID], cached.credentials == credentials, !cached.token.isStale(at: now),
-                cached.token.jwt != rejected
-            {
-                return (cached.token, false)
+        let signer = Signer(teamId: credentials.teamId, keyId: credentials.keyId, privateKey: credentials.privateKey)
+        // A lookup joined from another push asked only for a fresh token, and may bring back the one this
+        // push saw refused: the next round starts a lookup that replaces it. A third is never needed.
+        for _ in 0..<3 {
+            let now = clock()
+            let next = tokens.withLock { cache -> Next in
+                if let cached = cache.tokens[signer], cached.jwt != refused, !cached.isStale(at: now) {
+                    return .ready(cached)
+                }
+                if let running = cache.lookups[signer] { return .waitFor(running) }
+                // On Dispatch threads, as the worker's sends: the cooperative pool may be held up by
+                // blocking callers elsewhere in the process.
+                let lookup = Task(executorPreference: DeliveryExecutor.shared) {
+                    try await self.lookUp(signer, replacing: refused)
+                }
+                cache.lookups[signer] = lookup
+                return .waitFor(lookup)
             }
-            let token = try APNsProviderToken.make(credentials: credentials, issuedAt: now)
-            tokens[appID] = (credentials, token)
-            return (token, true)
+            switch next {
+            case .ready(let token):
+                return token
+            case .waitFor(let lookup):
+                let token = try await lookup.value
+                if token.jwt != refused && !token.isStale(at: clock()) { return token }
+            }
         }
-        if issued { tokensIssued.withLock { $0 += 1 } }
-        return token
+        throw ProviderTokenUnavailable()
     }
+
+    /// Asks the shared tokens for `signer`'s token on a Dispatch thread (the call may block on the
+    /// database), and keeps the answer in memory.
+    private func lookUp(_ signer: Signer, replacing refused: String?) async throws -> APNsProviderToken {
+        do {
+            let key: APNsSigningKey
+            do {
+                key = try APNsSigningKey(teamId: signer.teamId, keyId: signer.keyId, privateKey: signer.privateKey)
+            } catch {
+                throw InvalidPrivateKey()
+            }
+            let now = clock()
+            let shared = sharedTokens
+            let (token, signed) = try await withCheckedThrowingContinuation { continuation in
+                Self.lookups.async {
+                    continuation.resume(with: Result { try shared.token(for: key, at: now, refused: refused) })
+                }
+            }
+            if signed { tokensIssued.withLock { $0 += 1 } }
+            tokens.withLock { cache in
+                cache.tokens[signer] = token
+                cache.lookups[signer] = nil
+            }
+            return token
+        } catch {
+            tokens.withLock { $0.lookups[signer] = nil }
+            throw error
+        }
+    }
+
+    /// Where lookups of shared tokens block: Dispatch threads, never the cooperative pool or an event loop.
+    private static let lookups = DispatchQueue(label: "actionhook.apns-tokens", attributes: .concurrent)
+
+    /// The parts of an app's credentials that sign its provider token, as the key in memory: cheap to
+    /// hash on every push, unlike ``APNsSigningKey``, which parses the private key.
+    struct Signer: Hashable, Sendable, CustomStringConvertible {
+        var teamId: String
+        var keyId: String
+        var privateKey: String
+
+        /// The team and key id only, never the key.
+        var description: String { "Signer(team: \(teamId), key: \(keyId))" }
+    }
+
+    /// A token from memory, or the lookup to wait for.
+    enum Next {
+        case ready(APNsProviderToken)
+        case waitFor(Task<APNsProviderToken, any Error>)
+    }
+
+    /// The tokens in memory, and the lookups under way, per signer.
+    struct TokenCache {
+        var tokens: [Signer: APNsProviderToken] = [:]
+        var lookups: [Signer: Task<APNsProviderToken, any Error>] = [:]
+    }
+
+    /// The app's private key is not a P-256 PEM key: no token can be signed.
+    struct InvalidPrivateKey: Error {}
+
+    /// No fresh token could be had: the lookups kept bringing back a refused or stale one.
+    struct ProviderTokenUnavailable: Error {}
 
     func client(appID: String, environment: String) throws -> HTTPClient {
         let key = appID + "\u{1F}" + environment

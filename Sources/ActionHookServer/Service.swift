@@ -52,7 +52,11 @@ public final class ActionHookService: Sendable {
         webhooks = WebhookSender(
             timeoutSeconds: configuration.webhookTimeoutSeconds, allowPrivate: configuration.allowPrivateWebhooks,
             connectionsPerHost: configuration.worker.concurrency)
-        apns = APNsSender(endpoints: .init(overrideURL: configuration.apnsURL, caFile: configuration.apnsCAFile))
+        // One provider token per signing key for every instance: APNs refuses a new token for a key more
+        // often than every 20 minutes.
+        apns = APNsSender(
+            endpoints: .init(overrideURL: configuration.apnsURL, caFile: configuration.apnsCAFile),
+            tokens: APNsTokenStore(pool: pool))
         let worker =
             configuration.workerEnabled
             ? OutboxWorker(

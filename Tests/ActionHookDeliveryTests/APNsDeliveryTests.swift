@@ -14,8 +14,8 @@ import Testing
 struct APNsDeliveryTests {
     /// A test bed with category `PUSH_TEST` and rule `push`: action `go` sends one alert to the
     /// response's device.
-    static func bed() throws -> APNsTestBed {
-        let bed = try APNsTestBed()
+    static func bed(standIn: APNsStandIn? = nil) throws -> APNsTestBed {
+        let bed = try APNsTestBed(standIn: standIn)
         try bed.putCategory(
             "PUSH_TEST",
             #"{"actions": [{"identifier": "go", "title": "Go", "options": []}], "options": [], "intentIdentifiers": []}"#
@@ -366,7 +366,9 @@ struct APNsDeliveryTests {
         await sender.shutdown()
     }
 
-    @Test("APNsSender: the stand-in refuses a second new token within 20 min and a token signed by another key")
+    @Test(
+        "APNsSender: the stand-in refuses a second new token within 20 min (retryable) and a token signed by another key"
+    )
     func standInRefusesTokenChurn() async throws {
         let standIn = try APNsStandIn()
         let base = Int(Date().timeIntervalSince1970) - 30 * 60
@@ -382,7 +384,7 @@ struct APNsDeliveryTests {
         let refused = await second.send(
             id: UUID().uuidString.lowercased(), appID: "churn", credentials: standIn.credentials,
             payload: Self.apnsPayload(device, "second"))
-        #expect(refused == .permanent(httpStatus: 403, errorClass: "TooManyProviderTokenUpdates"))
+        #expect(refused == .retryable(httpStatus: 429, errorClass: "TooManyProviderTokenUpdates"))
         // The same key id with another private key: the signature does not verify.
         var forged = standIn.credentials
         forged.privateKey = P256.Signing.PrivateKey().pemRepresentation
@@ -391,8 +393,12 @@ struct APNsDeliveryTests {
         let invalid = await third.send(
             id: UUID().uuidString.lowercased(), appID: "churn", credentials: forged,
             payload: Self.apnsPayload(device, "forged"))
+        // Refused as invalid: replaced once and sent again, then final.
         #expect(invalid == .permanent(httpStatus: 403, errorClass: "InvalidProviderToken"))
-        #expect(try standIn.requests().map(\.status) == [200, 403, 403])
+        let requests = try standIn.requests()
+        #expect(requests.map(\.status) == [200, 429, 403, 403])
+        #expect(requests[2].jwt != requests[3].jwt)
+        #expect(third.providerTokensIssued == 2)
         for sender in [first, second, third] { await sender.shutdown() }
     }
 

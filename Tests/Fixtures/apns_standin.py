@@ -15,8 +15,10 @@ Every `POST /3/device/<token>` is checked the way APNs checks it, and answered l
   `kid`, header `alg`/`kid`, claims `iss` (that key's team) and an integer `iat`. A bad signature or any
   malformed part is 403 InvalidProviderToken; `iat` more than an hour old is 403 ExpiredProviderToken.
 - Token updates: a NEW token (one not seen before) for a `kid` whose `iat` is less than 20 minutes after
-  the previous new token's `iat` is 403 TooManyProviderTokenUpdates. The first new token after APNs
-  declared one of that kid's tokens expired is exempt (the client must replace an expired token).
+  the previous new token's `iat` is 429 TooManyProviderTokenUpdates (the status APNs documents). The
+  first new token after APNs declared one of that kid's tokens expired is exempt (the client must
+  replace an expired token). Updates are counted per `kid` across all connections: instances sending
+  with one key must share its token.
 - Headers: `apns-topic` (one of `--topic`, or one with the push type's suffix, when any is given),
   `apns-push-type`, `apns-priority` (1, 5 or 10; background pushes must not be 10), `apns-id` (a UUID),
   `apns-expiration` (digits), `apns-collapse-id` (at most 64 bytes).
@@ -205,7 +207,7 @@ class StandIn:
             raise Rejection(403, "ExpiredProviderToken")
         if jwt not in self.seen_jwts:
             if key.last_new_iat is not None and iat - key.last_new_iat < TOKEN_UPDATE_INTERVAL and not key.exempt:
-                raise Rejection(403, "TooManyProviderTokenUpdates")
+                raise Rejection(429, "TooManyProviderTokenUpdates")
             self.seen_jwts.add(jwt)
             key.last_new_iat = iat
             key.exempt = False
