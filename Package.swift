@@ -185,7 +185,10 @@ let package = Package(
         .testTarget(name: "ActionHookCoreTests", dependencies: ["ActionHookCore"]),
         .testTarget(
             name: "ActionHookStoreTests",
-            dependencies: ["ActionHookStore", "ActionHookCore", "Postgres", "TestSupport", "ServiceTestSupport"]
+            dependencies: [
+                "ActionHookStore", "ActionHookCore", "Postgres", "TestSupport", "ServiceTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "ActionHookDeliveryTests",

@@ -34,7 +34,7 @@ def rewrite(value, found):
 
 
 defs = {}
-pending = ["CategoryInput", "RuleCreate", "Slug"]
+pending = ["CategoryInput", "RuleCreate", "RetentionDays", "Slug"]
 while pending:
     name = pending.pop()
     if name in defs:
@@ -55,7 +55,7 @@ document = {
         "One app's settings that are not secret, categories and rules, for `actionhook apply -f FILE` "
         "(YAML or JSON). Categories and rules take the shapes of the admin API (openapi.yaml). Secrets are "
         "never written in the file: `webhook.secret` and `apns.privateKey` are ${ENV:NAME}. Settings left "
-        "out are left as they are; `null` removes `webhook`, `apns` or `rateLimitPerSecond`."
+        "out are left as they are; `null` removes `webhook`, `apns`, `rateLimitPerSecond` or `retentionDays`."
     ),
     "type": "object",
     "additionalProperties": False,
@@ -94,6 +94,7 @@ document = {
             ]
         },
         "rateLimitPerSecond": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000000},
+        "retentionDays": {"$ref": "#/$defs/RetentionDays"},
         "categories": {
             "type": "array",
             "maxItems": 1000,

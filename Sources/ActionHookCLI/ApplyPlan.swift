@@ -155,9 +155,14 @@ public struct ApplyPlan: Sendable {
             patch["name"] = name
             changes.append("name: \(shown(server["name"])) → \(shown(name))")
         }
-        if let rate = file["rateLimitPerSecond"], rate.intValue != server["rateLimitPerSecond"]?.intValue {
-            patch["rateLimitPerSecond"] = rate
-            changes.append("rateLimitPerSecond: \(shown(server["rateLimitPerSecond"])) → \(shown(rate))")
+        for key in ["rateLimitPerSecond", "retentionDays"] {
+            // A value that is not an integer is sent too, for the server to refuse at its line.
+            if let value = file[key],
+                value.intValue != server[key]?.intValue || (value.intValue == nil && !value.isNull)
+            {
+                patch[key] = value
+                changes.append("\(key): \(shown(server[key])) → \(shown(value))")
+            }
         }
         let endpoints: [(key: String, compared: [String], secret: String, defaults: [String: String])] = [
             ("webhook", ["url"], "secret", [:]),

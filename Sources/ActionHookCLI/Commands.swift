@@ -127,7 +127,9 @@ extension ConfigurationFiles {
                         apns[key].map { (key: key, value: $0) }
                     }))
         }
-        if let rate = settings["rateLimitPerSecond"], !rate.isNull { file["rateLimitPerSecond"] = rate }
+        for key in ["rateLimitPerSecond", "retentionDays"] {
+            if let value = settings[key], !value.isNull { file[key] = value }
+        }
         file["categories"] = configuration["categories"] ?? .array([])
         file["rules"] = configuration["rules"] ?? .array([])
         return """

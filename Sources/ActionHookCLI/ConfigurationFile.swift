@@ -20,7 +20,7 @@ import Foundation
 public struct ConfigurationFile: Sendable {
     /// The members a file may have at its top level.
     public static let topLevelKeys = [
-        "$schema", "app", "name", "webhook", "apns", "rateLimitPerSecond", "categories", "rules",
+        "$schema", "app", "name", "webhook", "apns", "rateLimitPerSecond", "retentionDays", "categories", "rules",
     ]
     /// The settings that hold secrets.
     static let secretFields: Set<String> = ["/webhook/secret", "/apns/privateKey"]
@@ -31,7 +31,8 @@ public struct ConfigurationFile: Sendable {
     public var document: YAMLDocument
     /// The app's id.
     public var appID: String
-    /// The app settings the file sets (`name`, `webhook`, `apns`, `rateLimitPerSecond`), as written.
+    /// The app settings the file sets (`name`, `webhook`, `apns`, `rateLimitPerSecond`, `retentionDays`), as
+    /// written.
     public var settings: JSONObject
     /// The categories, as written.
     public var categories: [JSONValue]
@@ -78,7 +79,7 @@ public struct ConfigurationFile: Sendable {
         categories = list("categories")
         rules = list("rules")
         var settings = JSONObject()
-        for key in ["name", "webhook", "apns", "rateLimitPerSecond"] {
+        for key in ["name", "webhook", "apns", "rateLimitPerSecond", "retentionDays"] {
             if let value = root[key] { settings[key] = value }
         }
         self.settings = settings

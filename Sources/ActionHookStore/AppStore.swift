@@ -35,6 +35,7 @@ public struct StoredApp: Sendable {
             object["webhook"] = .null
         }
         object["rateLimitPerSecond"] = definition.rateLimitPerSecond.map { .integer($0) } ?? .null
+        object["retentionDays"] = definition.retentionDays.map { .integer($0) } ?? .null
         object["createdAt"] = .string(Timestamp.format(createdAt))
         object["updatedAt"] = .string(Timestamp.format(updatedAt))
         return .object(object)
@@ -98,10 +99,10 @@ public struct AppStore: Sendable {
                 let rows = try connection.query(
                     """
                     INSERT INTO apps (id, name, apns_team_id, apns_key_id, apns_private_key, apns_topic,
-                        apns_environment, webhook_url, webhook_secret, rate_limit_per_second)
+                        apns_environment, webhook_url, webhook_secret, rate_limit_per_second, retention_days)
                     VALUES (\(app.id), \(app.name), \(app.apns?.teamId), \(app.apns?.keyId), \(app.apns?.privateKey),
                         \(app.apns?.topic), \(app.apns?.environment), \(app.webhook?.url), \(app.webhook?.secret),
-                        \(app.rateLimitPerSecond))
+                        \(app.rateLimitPerSecond), \(app.retentionDays))
                     RETURNING \(unsafeSQL: Self.columns)
                     """)
                 let key = try Self.insertKey(appID: app.id, connection: connection)
@@ -154,7 +155,8 @@ public struct AppStore: Sendable {
                     apns_topic = \(app.apns?.topic), apns_environment = \(app.apns?.environment),
                     webhook_url = \(app.webhook?.url), webhook_secret = \(app.webhook?.secret),
                     webhook_disabled_at = CASE WHEN \(webhookChanged) THEN NULL ELSE webhook_disabled_at END,
-                    rate_limit_per_second = \(app.rateLimitPerSecond), updated_at = now()
+                    rate_limit_per_second = \(app.rateLimitPerSecond), retention_days = \(app.retentionDays),
+                    updated_at = now()
                 WHERE id = \(id)
                 RETURNING \(unsafeSQL: Self.columns)
                 """)
@@ -237,7 +239,7 @@ public struct AppStore: Sendable {
 
     static let columns: StaticString = """
         id, name, apns_team_id, apns_key_id, apns_private_key, apns_topic, apns_environment, webhook_url,
-        webhook_secret, webhook_disabled_at, rate_limit_per_second, created_at, updated_at
+        webhook_secret, webhook_disabled_at, rate_limit_per_second, retention_days, created_at, updated_at
         """
 
     static func decodeApp(_ row: PostgresRow) throws -> StoredApp {
@@ -254,7 +256,8 @@ public struct AppStore: Sendable {
         return StoredApp(
             definition: AppDefinition(
                 id: try row.decode("id"), name: try row.decode("name"), apns: apns, webhook: webhook,
-                rateLimitPerSecond: try row.decode("rate_limit_per_second")),
+                rateLimitPerSecond: try row.decode("rate_limit_per_second"),
+                retentionDays: try row.decode("retention_days")),
             createdAt: try row.decode("created_at"), updatedAt: try row.decode("updated_at"),
             webhookDisabledAt: try row.decode("webhook_disabled_at"))
     }

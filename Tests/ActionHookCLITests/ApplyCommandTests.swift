@@ -242,6 +242,45 @@ struct ApplyCommandTests {
         #expect(outline.description == "\(unknown):3: colour: is not a known field")
     }
 
+    @Test("retentionDays: set by the file, exported, changed, cleared by null; a bad value is named at its line")
+    func retentionDays() throws {
+        let api = try TestAPI()
+        let folder = try Folder()
+        func retention() throws -> Any? { try api.admin("GET", "/v1/apps/kept").json["retentionDays"] }
+
+        let path = try folder.write("kept.yaml", Self.file(app: "kept", extra: "retentionDays: 7"))
+        let created = try Self.apply(api, [path])
+        #expect(created.output.out.contains("+ setting retentionDays: none → 7"), "\(created.output.out)")
+        #expect(try retention() as? Int == 7)
+        #expect(try Self.apply(api, [path]).output.out.contains("no changes"))
+
+        let exported = try ConfigurationFiles.exportText(appID: "kept", client: Self.client(api))
+        #expect(exported.contains("retentionDays: 7"), "\(exported)")
+        let again = try Self.apply(api, [try folder.write("exported.yaml", exported)])
+        #expect(!again.changed, "\(again.output.out)")
+
+        let changed = try Self.apply(
+            api, [try folder.write("kept.yaml", Self.file(app: "kept", extra: "retentionDays: 3"))])
+        #expect(changed.output.out.contains("~ setting retentionDays: 7 → 3"), "\(changed.output.out)")
+        #expect(try retention() as? Int == 3)
+
+        for value in ["0", "40000", "x"] {
+            let text = Self.file(app: "kept", extra: "retentionDays: \(value)")
+            let bad = try folder.write("bad.yaml", text)
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            let line = try #require(lines.firstIndex { $0.hasPrefix("retentionDays:") }) + 1
+            let refused = try #require(throws: CLIError.self) { try Self.apply(api, [bad]) }
+            #expect(refused.description.hasPrefix("\(bad):\(line): retentionDays: must be"), "\(refused)")
+            #expect(try retention() as? Int == 3)
+        }
+
+        let cleared = try Self.apply(
+            api, [try folder.write("kept.yaml", Self.file(app: "kept", extra: "retentionDays: null"))])
+        #expect(cleared.output.out.contains("~ setting retentionDays: 3 → none"), "\(cleared.output.out)")
+        #expect(try retention() is NSNull)
+        #expect(!(try ConfigurationFiles.exportText(appID: "kept", client: Self.client(api))).contains("retentionDays"))
+    }
+
     @Test("a configuration changed by another writer between read and apply is refused with 412")
     func changedSinceRead() throws {
         let api = try TestAPI()

@@ -44,6 +44,35 @@ struct AdminAPITests {
         #expect(invalid.status == 422)
         #expect(Admin.pointers(invalid) == ["/rateLimitPerSecond"])
 
+        // retentionDays: set, kept by other changes, refused out of range or not an integer, cleared with null.
+        #expect(created.json["retentionDays"] is NSNull)
+        let retention = try api.admin("PATCH", "/v1/apps/crud", json: #"{"retentionDays":7}"#)
+        #expect(retention.status == 200)
+        #expect(retention.json["retentionDays"] as? Int == 7)
+        #expect(
+            try api.admin("PATCH", "/v1/apps/crud", json: #"{"name":"Renamed"}"#).json["retentionDays"] as? Int == 7)
+        #expect(try api.admin("GET", "/v1/apps/crud").json["retentionDays"] as? Int == 7)
+        #expect(try api.count("SELECT count(*) AS n FROM apps WHERE id = 'crud' AND retention_days = 7") == 1)
+        for (value, status) in [("0", 422), ("40000", 422), ("1.5", 422), (#""x""#, 400)] {
+            let refused = try api.admin("PATCH", "/v1/apps/crud", json: #"{"retentionDays":\#(value)}"#)
+            #expect(refused.status == status, "retentionDays \(value)")
+            #expect(refused.headers["content-type"] == "application/problem+json")
+            #expect(Admin.pointers(refused) == ["/retentionDays"], "retentionDays \(value)")
+            let refusedCreate = try api.admin(
+                "POST", "/v1/apps", json: #"{"id":"bad-retention","retentionDays":\#(value)}"#)
+            #expect(refusedCreate.status == status, "retentionDays \(value)")
+            #expect(Admin.pointers(refusedCreate) == ["/retentionDays"], "retentionDays \(value)")
+        }
+        #expect(try api.admin("GET", "/v1/apps/crud").json["retentionDays"] as? Int == 7)
+        let unretained = try api.admin("PATCH", "/v1/apps/crud", json: #"{"retentionDays":null}"#)
+        #expect(unretained.status == 200)
+        #expect(unretained.json["retentionDays"] is NSNull)
+        #expect(try api.count("SELECT count(*) AS n FROM apps WHERE id = 'crud' AND retention_days IS NULL") == 1)
+        let shortLived = try api.admin("POST", "/v1/apps", json: #"{"id":"short-lived","retentionDays":3}"#)
+        #expect(shortLived.status == 201)
+        #expect(shortLived.json["retentionDays"] as? Int == 3)
+        #expect(try api.admin("DELETE", "/v1/apps/short-lived").status == 204)
+
         let badID = try api.admin("POST", "/v1/apps", json: #"{"id":"bad id!","name":"x"}"#)
         #expect(badID.status == 422)
         #expect(Admin.pointers(badID).contains("/id"))

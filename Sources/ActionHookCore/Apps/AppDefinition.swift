@@ -50,17 +50,24 @@ public struct AppDefinition: Sendable, Equatable {
     public var webhook: WebhookEndpoint?
     /// Ingest requests per second allowed for this app; `nil` uses the server default.
     public var rateLimitPerSecond: Int?
+    /// Days this app's history is kept; `nil` keeps the server's. Only a value shorter than the server's
+    /// retention makes a difference.
+    public var retentionDays: Int?
+
+    /// The values `retentionDays` may take: a day to a hundred years.
+    public static let retentionDaysRange = 1...36_500
 
     /// Creates an app.
     public init(
         id: String, name: String, apns: APNsCredentials? = nil, webhook: WebhookEndpoint? = nil,
-        rateLimitPerSecond: Int? = nil
+        rateLimitPerSecond: Int? = nil, retentionDays: Int? = nil
     ) {
         self.id = id
         self.name = name
         self.apns = apns
         self.webhook = webhook
         self.rateLimitPerSecond = rateLimitPerSecond
+        self.retentionDays = retentionDays
     }
 
     static let serverOwned: Set<String> = ["createdAt", "updatedAt", "ingestKey", "ingestKeys", "webhookSecret"]
@@ -91,16 +98,18 @@ public struct AppDefinition: Sendable, Equatable {
             return endpoint
         }
         let rate = reader.integer("rateLimitPerSecond", in: 1...1_000_000, &diagnostics)
+        let retention = reader.integer("retentionDays", in: retentionDaysRange, &diagnostics)
         reader.reportUnknown(&diagnostics, serverOwned: serverOwned)
         try diagnostics.check()
         let app = AppDefinition(
-            id: id ?? "", name: name ?? id ?? "", apns: apns, webhook: webhook, rateLimitPerSecond: rate)
+            id: id ?? "", name: name ?? id ?? "", apns: apns, webhook: webhook, rateLimitPerSecond: rate,
+            retentionDays: retention)
         return (app, generated)
     }
 
     /// Applies a `PATCH /v1/apps/{app}` body: members present replace, `null` removes `apns`,
-    /// `webhook` or `rateLimitPerSecond`; inside `apns` and `webhook` members merge, so a secret
-    /// need not be sent again. `id` cannot change.
+    /// `webhook`, `rateLimitPerSecond` or `retentionDays`; inside `apns` and `webhook` members merge, so
+    /// a secret need not be sent again. `id` cannot change.
     public func applyingPatch(_ body: JSONValue) throws(ValidationFailure) -> (
         app: AppDefinition, generatedWebhookSecret: String?
     ) {
@@ -146,6 +155,13 @@ public struct AppDefinition: Sendable, Equatable {
                 patched.rateLimitPerSecond = nil
             } else {
                 patched.rateLimitPerSecond = reader.integer("rateLimitPerSecond", in: 1...1_000_000, &diagnostics)
+            }
+        }
+        if let value = reader.raw("retentionDays") {
+            if value.isNull {
+                patched.retentionDays = nil
+            } else {
+                patched.retentionDays = reader.integer("retentionDays", in: Self.retentionDaysRange, &diagnostics)
             }
         }
         reader.reportUnknown(&diagnostics, serverOwned: Self.serverOwned)
