@@ -8,6 +8,13 @@ public struct Migration: Sendable, Equatable {
     public let name: String
     /// The SQL text, run in one transaction.
     public let sql: String
+
+    /// A migration (the shipped ones come from ``Migrations/all``).
+    public init(version: Int, name: String, sql: String) {
+        self.version = version
+        self.name = name
+        self.sql = sql
+    }
 }
 
 /// The migrations shipped with this build, in order.

@@ -52,6 +52,9 @@ public struct Migrator: Sendable {
             var newlyApplied: [Int] = []
             for migration in migrations where !applied.contains(migration.version) {
                 try connection.transaction { transaction in
+                    // A migration may rightly run for minutes (copying a table, building an index): the
+                    // configured statement timeout is for requests, not for it.
+                    try transaction.execute("SET LOCAL statement_timeout = 0")
                     try transaction.executeScript(unsafeSQL: migration.sql)
                     try transaction.execute(
                         "INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))"

@@ -122,4 +122,17 @@ struct PartitionMigrationTests {
                 "\(rows.map { $0.value(atPath: "status")?.stringValue ?? "" })")
         }
     }
+
+    @Test("a migration may run longer than the statement timeout requests have")
+    func migrationsHaveNoStatementTimeout() throws {
+        let database = try TestDatabase.create()
+        defer { database.drop() }
+        var configuration = database.configuration
+        configuration.statementTimeoutMilliseconds = 100
+        let pool = PostgresPool(configuration: configuration, size: 1)
+        defer { pool.close() }
+        let slow = Migration(version: 1, name: "001_slow.sql", sql: "SELECT pg_sleep(0.5);")
+        #expect(throws: PostgresError.self) { try pool.withConnection { try $0.execute("SELECT pg_sleep(0.5)") } }
+        #expect(try Migrator(pool: pool, migrations: [slow], logger: Logger(label: "migration-test")).migrate() == [1])
+    }
 }
