@@ -81,8 +81,8 @@ struct IngestStatements {
                     category_identifier, notification_identifier, user_text, user_info, device_token,
                     client_response_id, responded_at, received_at, outcome, rule_id, subject, answer, notification_id,
                     recipient)
-                SELECT r.app_id, r.id, r.idempotency_key, decode(r.request_hash, 'hex'), r.action_identifier, r.category_identifier,
-                    r.notification_identifier, r.user_text, r.user_info, r.device_token, r.client_response_id,
+                SELECT r.app_id, r.id, r.idempotency_key, decode(r.request_hash, 'hex'), r.action_identifier,
+                    r.category_identifier, r.notification_identifier, r.user_text, r.user_info, r.device_token, r.client_response_id,
                     r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer::json, r.notification_id,
                     r.recipient
                 FROM r
@@ -163,7 +163,8 @@ struct IngestStatements {
                         status text, kind text, notification_id uuid)
                     RETURNING app_id, status
                 )
-                SELECT pg_notify(\(Channels.followUps), app_id) FROM (SELECT DISTINCT app_id FROM inserted WHERE status = 'pending') AS apps
+                SELECT pg_notify(\(Channels.followUps), app_id)
+                FROM (SELECT DISTINCT app_id FROM inserted WHERE status = 'pending') AS apps
                 """ as PostgresQuery).prepared)
         }
         return statements
