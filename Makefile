@@ -23,7 +23,7 @@ build: ## Install what is missing and build (debug)
 	bash scripts/install-deps.sh
 	swift build
 
-bench: ## Benchmark ActionHook against its references (quality.md P1-P5); see bench/RESULTS.md
+bench: ## Benchmark ActionHook against its references (quality.md P1-P5, P2b); see bench/RESULTS.md
 	bash bench/run.sh
 
 bench-migrate: ## Time `actionhook migrate` turning 5 million replies of the previous schema into partitions

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# ActionHook's performance benchmark (the figures P1-P5 of README.md, "Benchmarks"), in one invocation: `make bench`.
+# ActionHook's performance benchmark (the figures P1-P5 and P2b of README.md, "Benchmarks"), in one invocation:
+# `make bench`.
 #
-# Installs what is missing (wrk, gcc, libmicrohttpd-dev, libpq-dev, PostgreSQL with pgbench, curl,
-# python3), builds the contenders, starts a throwaway PostgreSQL (fsync and synchronous_commit on)
+# Installs what is missing (wrk, gcc, libmicrohttpd-dev, libpq-dev, libjson-c-dev, PostgreSQL with pgbench,
+# curl, python3), builds the contenders, starts a throwaway PostgreSQL (fsync and synchronous_commit on)
 # and measures each contender for a warm-up plus BENCH_RUNS runs of BENCH_DURATION seconds at
 # BENCH_CONNECTIONS connections, one after the other on this machine:
 #   bare          bench/bare/bare.c: libmicrohttpd set up as ActionHook's, 202 without work (the ceiling)
-#   pgbench-*     the same rows inserted by pgbench -M prepared: one response per transaction, a response
-#                 and its follow-up per transaction, and one response per transaction at 32 clients (P2)
+#   pgbench-*     the same rows inserted by pgbench -M prepared: one response (and its idempotency key) per
+#                 transaction, a response and its follow-up per transaction, and the latter at 32 clients (P2:
+#                 the rows ActionHook writes for the benchmark's request, one request per transaction)
 #   peer          bench/peer: the same endpoint with Hummingbird 2 + PostgresNIO (release build), measured at
 #                 each pool size of BENCH_PEER_POOLS (peer-poolN); the best median is the reference "peer"
+#   reference     bench/reference/reference.c: a C server on libmicrohttpd + libpq that answers the same
+#                 requests as ActionHook and writes exactly its rows (response, idempotency key, follow-up)
+#                 with group commit, one statement per batch (P2b: the limit of this stack on this machine)
 #   actionhook    ActionHook's release build, the full ingest path on a realistic app (bench/setup-app.sh)
 #   actionhook-reject    a request ActionHook refuses with 422 before the database (P3)
 #   actionhook-unauthorized  the same body without a key, refused with 401 before parsing it: the
@@ -45,6 +50,7 @@ only="${BENCH_ONLY:-}"
 bare_port=18090
 peer_port=18091
 actionhook_port=18092
+reference_port=18093
 http_threads=8 # ActionHook's default ACTIONHOOK_HTTP_THREADS; the bare server uses the same
 peer_pools="${BENCH_PEER_POOLS:-8 16 32 64}"
 app_id=bench
@@ -67,11 +73,13 @@ build_dir="$bench_dir/.build"
 actionhook_bin="$repo_root/.build-bench/release/actionhook"
 peer_bin="$bench_dir/peer/.build/release/Peer"
 bare_bin="$build_dir/bare"
+reference_bin="$build_dir/reference"
 
 # --- Install -------------------------------------------------------------------------------------
 
 install_missing() {
-    bash "$repo_root/scripts/install-deps.sh" --with wrk gcc libc6-dev make postgresql-contrib curl python3 procps
+    bash "$repo_root/scripts/install-deps.sh" --with wrk gcc libc6-dev make libjson-c-dev postgresql-contrib curl python3 \
+        procps
 }
 
 pg_bin_dir() {
@@ -162,6 +170,10 @@ build_all() {
     log "building the bare C server"
     # shellcheck disable=SC2046 # pkg-config prints several words on purpose
     gcc -O2 -Wall -Wextra -o "$bare_bin" "$bench_dir/bare/bare.c" $(pkg-config --cflags --libs libmicrohttpd)
+    log "building the C reference server"
+    # shellcheck disable=SC2046
+    gcc -O2 -Wall -Wextra -pthread -o "$reference_bin" "$bench_dir/reference/reference.c" \
+        $(pkg-config --cflags --libs libmicrohttpd libpq json-c libcrypto) -lm
     log "building ActionHook (release, .build-bench)"
     swift build -c release --scratch-path "$repo_root/.build-bench" --product actionhook
     log "building the peer (release, bench/peer/.build)"
@@ -176,7 +188,7 @@ psql_bench() {
 
 # Each database contender starts from empty tables and a checkpoint.
 reset_tables() {
-    psql_bench -c "TRUNCATE responses, followups, delivery_attempts" -c "CHECKPOINT"
+    psql_bench -c "TRUNCATE responses, idempotency_keys, followups, delivery_attempts" -c "CHECKPOINT"
 }
 
 # --- Load -----------------------------------------------------------------------------------------
@@ -263,6 +275,7 @@ else
 fi
 binaries=("$bare_bin" "$actionhook_bin")
 if wants peer; then binaries+=("$peer_bin"); fi
+if wants reference; then binaries+=("$reference_bin"); fi
 for binary in "${binaries[@]}"; do
     [[ -x "$binary" ]] || {
         log "$binary is missing (run without BENCH_SKIP_BUILD)"
@@ -307,8 +320,8 @@ if wants pgbench-response-followup; then
     run_pgbench pgbench-response-followup response-followup.sql "$connections"
 fi
 if wants pgbench-p2; then
-    log "--- pgbench: one response per transaction, $p2_clients clients (P2's reference)"
-    run_pgbench pgbench-p2 response.sql "$p2_clients"
+    log "--- pgbench: a response and its follow-up per transaction, $p2_clients clients (P2's reference)"
+    run_pgbench pgbench-p2 response-followup.sql "$p2_clients"
 fi
 
 if wants peer; then
@@ -335,6 +348,24 @@ if wants peer; then
         cp "$file" "$raw/peer-${file#"$raw/peer-pool$best_pool"-}"
     done
     echo "$best_pool" >"$raw/peer.pool"
+fi
+
+if wants reference; then
+    # The same database, schema and app as ActionHook's (its migrations and setup-app.sh ran above); the
+    # reference loads the app's ingest key from api_keys.
+    log "--- C reference: libmicrohttpd + libpq, group commit"
+    reset_tables
+    "$reference_bin" "$reference_port" "$http_threads" "postgresql://postgres@127.0.0.1:$pg_port/actionhook" \
+        2>"$raw/reference.log" &
+    server_pid=$!
+    wait_http "http://127.0.0.1:$reference_port/" any
+    run_wrk reference "http://127.0.0.1:$reference_port/v1/responses" BENCH_MODE=ingest BENCH_KEY="$ingest_key" \
+        BENCH_EXPECT=202
+    psql_bench -tAc "SELECT 'stored: ' || (SELECT count(*) FROM responses) || ' responses, ' ||
+        (SELECT count(*) FROM idempotency_keys) || ' keys, ' || (SELECT count(*) FROM followups) || ' follow-ups'" \
+        >"$raw/reference-rows.txt"
+    log "reference $(cat "$raw/reference-rows.txt")"
+    stop_server
 fi
 
 if wants actionhook || wants actionhook-reject || wants actionhook-unauthorized || wants actionhook-half ||

@@ -1,4 +1,4 @@
--- wrk script for POST /v1/responses, shared by every HTTP contender (bare C, peer, ActionHook).
+-- wrk script for POST /v1/responses, shared by every HTTP contender (bare C, peer, C reference, ActionHook).
 --
 -- Settings come from the environment:
 --   BENCH_MODE     ingest (default): a realistic event-invite "accept"; every request has its own

@@ -1,4 +1,6 @@
--- A response and its webhook follow-up in one transaction (BEGIN, two INSERTs, COMMIT: what the peer does).
+-- The rows ActionHook stores for the benchmark's request, one request per transaction (P2's reference at 32
+-- clients): the response, its idempotency key and its webhook follow-up (BEGIN, two INSERTs, COMMIT: what the
+-- peer does).
 -- Ids are time-ordered like ActionHook's (version 7 UUIDs): the first 48 bits are the Unix time in ms.
 \set k random(1, 9223372036854775806)
 \set ev random(1, 20000)

@@ -1,5 +1,5 @@
--- One response per transaction: the rows ActionHook stores for the benchmark's request (see bench/run.sh): the
--- response and its idempotency key.
+-- One response per transaction: the response and its idempotency key as ActionHook stores them for the
+-- benchmark's request (see bench/run.sh), without the follow-up that request also makes (response-followup.sql).
 -- Ids are time-ordered like ActionHook's (version 7 UUIDs): the first 48 bits are the Unix time in ms.
 \set k random(1, 9223372036854775806)
 \set ev random(1, 20000)
