@@ -164,7 +164,7 @@ router.post("/v1/responses") { request, context -> EditedResponse<IngestAnswer> 
     let accepted = category == "event-invite" && body.actionIdentifier == "accept"
     let subject = category == "event-invite" ? userInfo["eventId"]?.text : nil
     let now = Date()
-    let responseID = timeOrderedUUID(now)
+    let responseID = UUID.timeOrdered(now)
     var answer = IngestAnswer(
         id: responseID, outcome: accepted ? "accepted" : "unmatched", ruleId: accepted ? "invite-accept" : nil,
         subject: subject, followUps: [])
@@ -177,7 +177,8 @@ router.post("/v1/responses") { request, context -> EditedResponse<IngestAnswer> 
                 url: nil,
                 body: .init(
                     event: "invite.accepted", eventId: userInfo["eventId"], deviceToken: body.deviceToken,
-                    responseId: responseID)))
+                    responseId: responseID))
+        )
         answer.followUps.append(FollowUpAnswer(id: id, channel: "webhook", dueAt: now.formatted(timestampStyle)))
     }
 
@@ -228,14 +229,16 @@ let app = Application(
     logger: logger)
 try await app.runService()
 
-/// A version 7 UUID for `date` (its Unix milliseconds in the first 48 bits), as ActionHook makes ids:
-/// responses are partitioned by them.
-func timeOrderedUUID(_ date: Date) -> UUID {
-    let milliseconds = UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded(.down)))
-    var bytes = UUID().uuid
-    withUnsafeMutableBytes(of: &bytes) { raw in
-        for index in 0..<6 { raw[index] = UInt8(truncatingIfNeeded: milliseconds >> (8 * (5 - index))) }
-        raw[6] = (raw[6] & 0x0F) | 0x70
+extension UUID {
+    /// A version 7 UUID for `date` (its Unix milliseconds in the first 48 bits), as ActionHook makes ids:
+    /// responses are partitioned by them.
+    static func timeOrdered(_ date: Date) -> UUID {
+        let milliseconds = UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded(.down)))
+        var bytes = UUID().uuid
+        withUnsafeMutableBytes(of: &bytes) { raw in
+            for index in 0..<6 { raw[index] = UInt8(truncatingIfNeeded: milliseconds >> (8 * (5 - index))) }
+            raw[6] = (raw[6] & 0x0F) | 0x70
+        }
+        return UUID(uuid: bytes)
     }
-    return UUID(uuid: bytes)
 }
