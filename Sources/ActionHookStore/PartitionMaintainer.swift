@@ -1,3 +1,4 @@
+import ActionHookCore
 import Foundation
 import Locks
 import Logging
@@ -44,8 +45,8 @@ public struct MaintenanceReport: Sendable, Equatable {
 /// Keeps the partitioned tables (sql/migrations/011) within the retention window: makes partitions ahead
 /// of time and drops those wholly older than the window, in every instance, one at a time.
 ///
-/// A run takes a session-level advisory lock (tried, never waited for: an instance that finds it taken
-/// leaves the run to the holder). Partitions are made by `actionhook_create_partitions`, attached without
+/// A run takes a session-level advisory lock on a connection of its own (tried, never waited for: an
+/// instance that finds it taken leaves the run to the holder), and waits at most 5 s for any table lock. Partitions are made by `actionhook_create_partitions`, attached without
 /// blocking writes; old ones are detached with `DETACH PARTITION … CONCURRENTLY` (never a `DELETE`) and
 /// dropped. An app with a shorter `retentionDays` has its older rows deleted in batches of
 /// ``batchSize``, each its own statement; sent notifications, which are not partitioned, are deleted the
@@ -106,21 +107,20 @@ public final class PartitionMaintainer: Sendable {
     @discardableResult
     public func maintain(now: Date? = nil) throws -> MaintenanceReport {
         var report = MaintenanceReport()
-        try pool.withConnection { connection in
+        // A connection of its own, closed when the run ends: the run's session lock and `lock_timeout`
+        // end with it, and never stay behind on a pooled connection.
+        try StoreError.translatingUnavailable {
+            let connection = try PostgresConnection(configuration: pool.pool.configuration)
             let locked = try connection.query(
                 "SELECT pg_try_advisory_lock(hashtext('actionhook.maintenance.' || current_schema())) AS locked")
             guard try locked[0].decode("locked", as: Bool.self) else { return }
-            defer {
-                _ = try? connection.execute(
-                    "SELECT pg_advisory_unlock(hashtext('actionhook.maintenance.' || current_schema()))")
-            }
             report.ran = true
+            // Waiting long for a parent's lock would hold up the writes queued behind it: retried next run.
+            try connection.execute("SET lock_timeout = '5s'")
             let clock = try connection.query("SELECT coalesce(\(now)::timestamptz, now()) AS now")
             let present: Date = try clock[0].decode("now")
             report.created = try connection.transaction { transaction in
-                // Waiting long for the parent's lock would hold up the writes queued behind it: retried next run.
-                try transaction.execute("SET LOCAL lock_timeout = '5s'")
-                return try transaction.query(
+                try transaction.query(
                     """
                     SELECT actionhook_create_partitions(\(present)::timestamptz,
                         \(present)::timestamptz + make_interval(secs => \(policy.aheadSeconds)),
@@ -175,8 +175,6 @@ public final class PartitionMaintainer: Sendable {
                 "SELECT format('ALTER TABLE %I DETACH PARTITION %I ' || \(form)::text, \(parent)::text, \(name)::text) AS sql"
             )[0]
             .decode("sql", as: String.self)
-            try connection.execute("SET lock_timeout = '5s'")
-            defer { _ = try? connection.execute("RESET lock_timeout") }
             try connection.execute(PostgresQuery(unsafeSQL: statement))
         }
         try connection.transaction { transaction in

@@ -33,7 +33,8 @@ public struct PostgresPoolStatistics: Sendable, Equatable {
 public final class PostgresPool: @unchecked Sendable {
     // @unchecked Sendable: all mutable state is guarded by `condition`, and each connection is lent to
     // one caller at a time.
-    private let configuration: PostgresConfiguration
+    /// What each connection of the pool is opened with.
+    public let configuration: PostgresConfiguration
     private let size: Int
     private let acquireTimeout: TimeInterval
     private let logger: Logger?
