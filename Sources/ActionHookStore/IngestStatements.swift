@@ -2,93 +2,34 @@ import ActionHookCore
 import Foundation
 import Postgres
 
-/// The statements of an ingest transaction: the reads it starts with (below) and the writes of its
-/// planned responses, a fixed number of statements however many there are.
+/// The statements of an ingest transaction: its guards and reads (below) and the writes of its planned
+/// responses, a fixed number of statements however many there are.
+///
+/// Every write is limited to the batch positions whose guards held: the guard statement records them
+/// in the transaction's setting `actionhook.ingest_guards` (one character per position, `1` when the
+/// key's and the app's locks were both taken), so the writes can go out in the same round trip as the
+/// guards, before their results are read.
 struct IngestStatements {
-    let entries: [(item: IngestItem, plan: IngestPlan)]
-    /// Snooze re-deliveries pending before this batch, by app and notification.
-    let pendingSnoozes: [AppScoped: [UUID]]
+    /// The planned responses, each with its position in the guard statement (1-based).
+    let entries: [(position: Int, item: IngestItem, plan: IngestPlan)]
 
-    /// The statements that write every row, in order.
-    var statements: [PostgresQuery] {
-        guard !entries.isEmpty else { return [] }
+    /// The statements that write every row, in order, and which of them returns the positions written.
+    var statements: (queries: [PostgresQuery], written: Int) {
+        guard !entries.isEmpty else { return ([], -1) }
         var statements: [PostgresQuery] = []
-        // Pending snoozes written before this batch are cancelled here; snoozes of this batch that a
-        // later answer in the same batch cancels are written as cancelled below. Rare, so planned
-        // each time (one statement per app).
-        var cancellations: [String: Set<UUID>] = [:]
-        var cancellingApps: [String] = []
-        for (item, plan) in entries {
-            guard plan.cancelsSnoozes, let key = IngestTransaction.notification(item), let ids = pendingSnoozes[key]
-            else { continue }
-            if cancellations[item.appID] == nil { cancellingApps.append(item.appID) }
-            cancellations[item.appID, default: []].formUnion(ids)
-        }
-        for app in cancellingApps {
-            let ids = Array(cancellations[app] ?? [])
+        // Snooze re-deliveries queued before this batch for the notifications it answers otherwise are
+        // cancelled, found where they are (the snoozes of this batch are inserted after this, and those
+        // a later answer of the same batch cancels are written as cancelled below).
+        let cancelling = entries.filter { $0.plan.cancelsSnoozes && $0.item.response.notificationIdentifier != nil }
+        if !cancelling.isEmpty {
             statements.append(
-                """
-                SELECT actionhook_cancel_followups(array_agg(\(app)::text), array_agg(k.id), '{pending,retrying}')
-                FROM unnest(\(ids)::uuid[]) AS k(id)
-                """)
+                Self.cancelPendingSnoozes(
+                    apps: cancelling.map(\.item.appID),
+                    notifications: cancelling.map { $0.item.response.notificationIdentifier ?? "" },
+                    positions: cancelling.map(\.position)))
         }
-
-        var responses = JSONRecords(capacity: entries.count * 1024)
-        for (item, plan) in entries {
-            let response = item.response
-            responses.beginRecord()
-            responses.add("app_id", item.appID)
-            responses.add("id", plan.responseID)
-            responses.add("idempotency_key", item.idempotencyKey)
-            responses.addHex("request_hash", item.requestHash)
-            responses.add("action_identifier", response.actionIdentifier)
-            responses.add("category_identifier", response.categoryIdentifier)
-            responses.add("notification_identifier", response.notificationIdentifier)
-            responses.add("user_text", response.userText)
-            responses.add("user_info", JSONValue.object(response.userInfo))
-            responses.add("device_token", response.deviceToken)
-            responses.add("client_response_id", response.responseId)
-            responses.add("responded_at", response.respondedAt)
-            responses.add("outcome", plan.outcome.rawValue)
-            responses.add("rule_id", item.decision.rule?.id)
-            responses.add("subject", item.decision.subject)
-            // As text: the stored answer keeps its member order (jsonb would sort it).
-            responses.add("answer", plan.answer.body.jsonText)
-            responses.add("notification_id", plan.notification?.id.lowercasedString)
-            responses.add("recipient", plan.notification?.recipient)
-            responses.endRecord()
-        }
-        // A key stored before (which only a lookup would have found) fails the statement like a
-        // unique violation, so the transaction rolls back with nothing of the batch written. The keys
-        // have a table of their own (responses are partitioned by time; a key is unique in any of them).
-        statements.append(
-            ("""
-            WITH r AS MATERIALIZED (
-                SELECT * FROM jsonb_to_recordset(\(PostgresJSON(responses.text))::jsonb) AS r(
-                    app_id text, id uuid, idempotency_key text, request_hash text, action_identifier text,
-                    category_identifier text, notification_identifier text, user_text text, user_info jsonb,
-                    device_token text, client_response_id text, responded_at timestamptz, outcome text,
-                    rule_id text, subject text, answer text, notification_id uuid, recipient text)
-            ),
-            keys AS (
-                INSERT INTO idempotency_keys (app_id, key, response_id, request_hash, stored_at)
-                SELECT r.app_id, r.idempotency_key, r.id, decode(r.request_hash, 'hex'), now() FROM r
-                ON CONFLICT (app_id, key) DO NOTHING
-                RETURNING 1
-            ),
-            inserted AS (
-                INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
-                    category_identifier, notification_identifier, user_text, user_info, device_token,
-                    client_response_id, responded_at, received_at, outcome, rule_id, subject, answer, notification_id,
-                    recipient)
-                SELECT r.app_id, r.id, r.idempotency_key, decode(r.request_hash, 'hex'), r.action_identifier,
-                    r.category_identifier, r.notification_identifier, r.user_text, r.user_info, r.device_token, r.client_response_id,
-                    r.responded_at, now(), r.outcome, r.rule_id, r.subject, r.answer::json, r.notification_id,
-                    r.recipient
-                FROM r
-            )
-            SELECT actionhook_idempotency_key_stored() WHERE (SELECT count(*) FROM keys) < \(entries.count)::bigint
-            """ as PostgresQuery).prepared)
+        let written = statements.count
+        statements.append(write)
 
         // Sent notifications answered by this batch: marked with their answer (under the lock the read
         // took), and their no-reply steps and expiry cancelled.
@@ -111,63 +52,191 @@ struct IngestStatements {
                 WHERE f.kind IN ('step', 'expiry')
                 """ as PostgresQuery).prepared)
         }
+        return (statements, written)
+    }
 
+    /// The responses, their keys and follow-ups in one statement of binary arrays (each column of the
+    /// batch one parameter, which the server reads without parsing text), returning the positions
+    /// written: those whose guards held and whose app is still there (read after the locks).
+    ///
+    /// A key stored before (which only a lookup would have found) fails the statement like a unique
+    /// violation, so the transaction rolls back with nothing of the batch written. The keys have a table
+    /// of their own (responses are partitioned by time; a key is unique in any of them). The workers of
+    /// every instance are told which apps have new follow-ups (delivered at commit).
+    private var write: PostgresQuery {
+        let count = entries.count
+        var position = PostgresBinaryArray(.int4, capacity: count * 8)
+        var appID = PostgresBinaryArray(.text, capacity: count * 16)
+        var id = PostgresBinaryArray(.uuid, capacity: count * 20)
+        var idempotencyKey = PostgresBinaryArray(.text, capacity: count * 48)
+        var requestHash = PostgresBinaryArray(.bytea, capacity: count * 36)
+        var actionIdentifier = PostgresBinaryArray(.text, capacity: count * 16)
+        var categoryIdentifier = PostgresBinaryArray(.text, capacity: count * 24)
+        var notificationIdentifier = PostgresBinaryArray(.text, capacity: count * 48)
+        var userText = PostgresBinaryArray(.text, capacity: count * 8)
+        var userInfo = PostgresBinaryArray(.jsonb, capacity: count * 256)
+        var deviceToken = PostgresBinaryArray(.text, capacity: count * 72)
+        var clientResponseID = PostgresBinaryArray(.text, capacity: count * 40)
+        var respondedAt = PostgresBinaryArray(.timestamptz, capacity: count * 12)
+        var receivedAt = PostgresBinaryArray(.timestamptz, capacity: count * 12)
+        var outcome = PostgresBinaryArray(.text, capacity: count * 12)
+        var ruleID = PostgresBinaryArray(.text, capacity: count * 24)
+        var subject = PostgresBinaryArray(.text, capacity: count * 24)
+        var answer = PostgresBinaryArray(.json, capacity: count * 256)
+        var notificationID = PostgresBinaryArray(.uuid, capacity: count * 20)
+        var recipient = PostgresBinaryArray(.text, capacity: count * 8)
+        var json: [UInt8] = []
+        json.reserveCapacity(512)
+        for (entryPosition, item, plan) in entries {
+            let response = item.response
+            position.append(Int32(entryPosition))
+            appID.append(item.appID)
+            id.append(plan.responseID)
+            idempotencyKey.append(item.idempotencyKey)
+            requestHash.append(bytes: item.requestHash)
+            actionIdentifier.append(response.actionIdentifier)
+            categoryIdentifier.append(response.categoryIdentifier)
+            notificationIdentifier.append(response.notificationIdentifier)
+            userText.append(response.userText)
+            json.removeAll(keepingCapacity: true)
+            JSONValue.object(response.userInfo).write(to: &json, sortedKeys: false)
+            userInfo.append(utf8: json)
+            deviceToken.append(response.deviceToken)
+            clientResponseID.append(response.responseId)
+            respondedAt.append(response.respondedAt)
+            receivedAt.append(plan.receivedAt)
+            outcome.append(plan.outcome.rawValue)
+            ruleID.append(item.decision.rule?.id)
+            subject.append(item.decision.subject)
+            // As json, not jsonb: the stored answer keeps its member order.
+            answer.append(utf8: plan.answer.body.jsonBytes)
+            notificationID.append(plan.notification?.id)
+            recipient.append(plan.notification?.recipient)
+        }
+
+        // Snoozes of this batch that a later answer in the same batch cancels are written as cancelled.
         var cancelledInBatch = Set<UUID>()
         var snoozesByNotification: [AppScoped: [UUID]] = [:]
-        for (item, plan) in entries {
+        for (_, item, plan) in entries {
             guard let key = IngestTransaction.notification(item) else { continue }
             if plan.cancelsSnoozes {
                 cancelledInBatch.formUnion(snoozesByNotification.removeValue(forKey: key) ?? [])
             }
             snoozesByNotification[key, default: []] += plan.followUps.filter(\.isSnooze).map(\.id)
         }
-        var followUps = JSONRecords(capacity: entries.count * 1024)
-        for (item, plan) in entries {
+        let followUpCount = entries.reduce(0) { $0 + $1.plan.followUps.count }
+        var followUpID = PostgresBinaryArray(.uuid, capacity: followUpCount * 20)
+        var responseID = PostgresBinaryArray(.uuid, capacity: followUpCount * 20)
+        var ordinal = PostgresBinaryArray(.int4, capacity: followUpCount * 8)
+        var channel = PostgresBinaryArray(.text, capacity: followUpCount * 12)
+        var isSnooze = PostgresBinaryArray(.bool, capacity: followUpCount * 5)
+        var followUpDeviceToken = PostgresBinaryArray(.text, capacity: followUpCount * 8)
+        var payload = PostgresBinaryArray(.jsonb, capacity: followUpCount * 512)
+        var dueAt = PostgresBinaryArray(.timestamptz, capacity: followUpCount * 12)
+        var cancelled = PostgresBinaryArray(.bool, capacity: followUpCount * 5)
+        var kind = PostgresBinaryArray(.text, capacity: followUpCount * 12)
+        var followUpNotificationID = PostgresBinaryArray(.uuid, capacity: followUpCount * 20)
+        for (_, _, plan) in entries {
             for planned in plan.followUps {
-                let (id, followUp, dueAt) = (planned.id, planned.planned, planned.dueAt)
-                followUps.beginRecord()
-                followUps.add("app_id", item.appID)
-                followUps.add("id", id)
-                followUps.add("response_id", plan.responseID)
-                followUps.add("ordinal", followUp.ordinal)
-                followUps.add("channel", followUp.channel.rawValue)
-                followUps.add("is_snooze", followUp.kind == .snooze)
-                followUps.add("notification_identifier", item.response.notificationIdentifier)
-                followUps.add(
-                    "device_token",
+                let followUp = planned.planned
+                followUpID.append(planned.id)
+                responseID.append(plan.responseID)
+                ordinal.append(Int32(followUp.ordinal))
+                channel.append(followUp.channel.rawValue)
+                isSnooze.append(followUp.kind == .snooze)
+                followUpDeviceToken.append(
                     followUp.channel == .apns ? followUp.payload.value(atPath: "deviceToken")?.stringValue : nil)
-                followUps.add("payload", followUp.payload)
-                followUps.add("due_at", dueAt)
-                followUps.add("status", cancelledInBatch.contains(id) ? "cancelled" : "pending")
-                followUps.add("kind", followUp.kind.rawValue)
-                followUps.add(
-                    "notification_id",
-                    followUp.kind == .rule || followUp.kind == .snooze ? nil : plan.notification?.id.lowercasedString)
-                followUps.endRecord()
+                json.removeAll(keepingCapacity: true)
+                followUp.payload.write(to: &json, sortedKeys: false)
+                payload.append(utf8: json)
+                dueAt.append(planned.dueAt)
+                cancelled.append(cancelledInBatch.contains(planned.id))
+                kind.append(followUp.kind.rawValue)
+                followUpNotificationID.append(
+                    followUp.kind == .rule || followUp.kind == .snooze ? nil : plan.notification?.id)
             }
         }
-        // The workers of every instance are told which apps have new follow-ups (delivered at commit).
-        if followUps.count > 0 {
-            statements.append(
-                ("""
-                WITH inserted AS (
-                    INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze,
-                        notification_identifier, device_token, payload, due_at, status, kind, notification_id,
-                        finished_at)
-                    SELECT f.app_id, f.id, f.response_id, f.ordinal, f.channel, f.is_snooze, f.notification_identifier,
-                        f.device_token, f.payload, f.due_at, f.status, f.kind, f.notification_id,
-                        CASE WHEN f.status = 'cancelled' THEN now() END
-                    FROM jsonb_to_recordset(\(PostgresJSON(followUps.text))::jsonb) AS f(
-                        app_id text, id uuid, response_id uuid, ordinal integer, channel text, is_snooze boolean,
-                        notification_identifier text, device_token text, payload jsonb, due_at timestamptz,
-                        status text, kind text, notification_id uuid)
-                    RETURNING app_id, status
-                )
-                SELECT pg_notify(\(Channels.followUps), app_id)
-                FROM (SELECT DISTINCT app_id FROM inserted WHERE status = 'pending') AS apps
-                """ as PostgresQuery).prepared)
-        }
-        return statements
+        return
+            ("""
+        WITH r AS MATERIALIZED (
+            SELECT r.* FROM unnest(\(position)::int4[], \(appID)::text[], \(id)::uuid[],
+                \(idempotencyKey)::text[], \(requestHash)::bytea[], \(actionIdentifier)::text[],
+                \(categoryIdentifier)::text[], \(notificationIdentifier)::text[], \(userText)::text[],
+                \(userInfo)::jsonb[], \(deviceToken)::text[], \(clientResponseID)::text[],
+                \(respondedAt)::timestamptz[], \(receivedAt)::timestamptz[], \(outcome)::text[],
+                \(ruleID)::text[], \(subject)::text[], \(answer)::json[], \(notificationID)::uuid[],
+                \(recipient)::text[]) AS r(position, app_id, id, idempotency_key, request_hash,
+                action_identifier, category_identifier, notification_identifier, user_text, user_info,
+                device_token, client_response_id, responded_at, received_at, outcome, rule_id, subject, answer,
+                notification_id, recipient)
+            WHERE substr(current_setting('actionhook.ingest_guards', true), r.position, 1) = '1'
+                AND EXISTS (SELECT FROM apps a WHERE a.id = r.app_id)
+        ),
+        keys AS (
+            INSERT INTO idempotency_keys (app_id, key, response_id, request_hash, stored_at)
+            SELECT r.app_id, r.idempotency_key, r.id, r.request_hash, now() FROM r
+            ON CONFLICT (app_id, key) DO NOTHING
+            RETURNING 1
+        ),
+        inserted AS (
+            INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
+                category_identifier, notification_identifier, user_text, user_info, device_token,
+                client_response_id, responded_at, received_at, outcome, rule_id, subject, answer, notification_id,
+                recipient)
+            SELECT r.app_id, r.id, r.idempotency_key, r.request_hash, r.action_identifier, r.category_identifier,
+                r.notification_identifier, r.user_text, r.user_info, r.device_token, r.client_response_id,
+                r.responded_at, r.received_at, r.outcome, r.rule_id, r.subject, r.answer, r.notification_id,
+                r.recipient
+            FROM r
+        ),
+        followups_inserted AS (
+            INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze, notification_identifier,
+                device_token, payload, due_at, status, kind, notification_id, finished_at)
+            SELECT r.app_id, f.id, f.response_id, f.ordinal, f.channel, f.is_snooze, r.notification_identifier,
+                f.device_token, f.payload, f.due_at, CASE WHEN f.cancelled THEN 'cancelled' ELSE 'pending' END,
+                f.kind, f.notification_id, CASE WHEN f.cancelled THEN now() END
+            FROM unnest(\(followUpID)::uuid[], \(responseID)::uuid[], \(ordinal)::int4[], \(channel)::text[],
+                \(isSnooze)::bool[], \(followUpDeviceToken)::text[], \(payload)::jsonb[],
+                \(dueAt)::timestamptz[], \(cancelled)::bool[], \(kind)::text[],
+                \(followUpNotificationID)::uuid[]) AS f(id, response_id, ordinal, channel, is_snooze,
+                device_token, payload, due_at, cancelled, kind, notification_id)
+            JOIN r ON r.id = f.response_id
+            RETURNING app_id, status
+        ),
+        notified AS (
+            SELECT count(pg_notify(\(Channels.followUps), a.app_id)) AS apps
+            FROM (SELECT DISTINCT app_id FROM followups_inserted WHERE status = 'pending') AS a
+        ),
+        checked AS (
+            SELECT actionhook_idempotency_key_stored()
+            WHERE (SELECT count(*) FROM keys) < (SELECT count(*) FROM r)
+        )
+        SELECT r.position FROM r
+        WHERE (SELECT count(*) FROM checked) = 0 AND (SELECT apps FROM notified) >= 0
+        """ as PostgresQuery).prepared
+    }
+
+    /// Cancels the snooze re-deliveries queued for each (app, notification) at a position whose guards
+    /// held. The lateral subquery keeps the batch's keys outside and the snooze index inside, whatever
+    /// the plan. The status is tested outside it (`OFFSET 0` keeps it there): inside, it would make the
+    /// due index (partial on that status) a candidate, and a plan made on a truncated table, where every
+    /// index looks as cheap, took it and read every pending follow-up of the app per key.
+    static func cancelPendingSnoozes(apps: [String], notifications: [String], positions: [Int]) -> PostgresQuery {
+        ("""
+        SELECT actionhook_cancel_followups(s.apps, s.ids, '{pending,retrying}')
+        FROM (
+            SELECT array_agg(q.app_id) AS apps, array_agg(q.id) AS ids
+            FROM unnest(\(apps)::text[], \(notifications)::text[], \(positions)::int[]) AS k(app_id, notification, position)
+            CROSS JOIN LATERAL (
+                SELECT f.app_id, f.id, f.status FROM followups_queue f
+                WHERE f.app_id = k.app_id AND f.notification_identifier = k.notification AND f.is_snooze
+                OFFSET 0
+            ) AS q
+            WHERE q.status IN ('pending', 'retrying')
+                AND substr(current_setting('actionhook.ingest_guards', true), k.position, 1) = '1'
+        ) AS s
+        WHERE s.apps IS NOT NULL
+        """ as PostgresQuery).prepared
     }
 
     /// Settings for the rest of the ingest transaction, so that its lookups can stay prepared with
@@ -183,21 +252,22 @@ struct IngestStatements {
         set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)
     """ as PostgresQuery).prepared
 
-    /// Each key's advisory lock (tried, never waited for), with its position and the transaction's clock.
-    static func keyLocks(_ lockTexts: [String]) -> PostgresQuery {
+    /// Each item's guards, tried and never waited for: its key's advisory lock and its app's lock,
+    /// shared (class 1, which the app's deletion takes exclusively), with its position and the
+    /// transaction's clock. Records the positions where both held in the setting
+    /// `actionhook.ingest_guards`, which the writes read (see ``IngestStatements``).
+    static func guards(locks: [String], apps: [String]) -> PostgresQuery {
         ("""
-        SELECT k.ordinality::int AS position, pg_try_advisory_xact_lock(hashtextextended(k.key, 0)) AS locked,
-            now() AS now
-        FROM unnest(\(lockTexts)::text[]) WITH ORDINALITY AS k(key, ordinality)
-        ORDER BY k.ordinality
-        """ as PostgresQuery).prepared
-    }
-
-    /// Each app's lock, shared (class 1): the apps returned are not being deleted.
-    static func appLocks(_ apps: [String]) -> PostgresQuery {
-        ("""
-        SELECT a.app_id FROM unnest(\(apps)::text[]) AS a(app_id)
-        WHERE pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(a.app_id))
+        WITH g AS MATERIALIZED (
+            SELECT k.position::int AS position, pg_try_advisory_xact_lock(hashtextextended(k.lock, 0)) AS key_locked,
+                pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(k.app_id)) AS app_locked
+            FROM unnest(\(locks)::text[], \(apps)::text[]) WITH ORDINALITY AS k(lock, app_id, position)
+        )
+        SELECT g.position, g.key_locked, g.app_locked, now() AS now,
+            (SELECT set_config('actionhook.ingest_guards',
+                string_agg(CASE WHEN key_locked AND app_locked THEN '1' ELSE '0' END, '' ORDER BY position), true)
+            FROM g) AS guards
+        FROM g ORDER BY g.position
         """ as PostgresQuery).prepared
     }
 
@@ -276,27 +346,6 @@ struct IngestStatements {
             (SELECT count(*) FROM responses r WHERE r.app_id = k.app_id
                 AND r.notification_identifier = k.notification AND r.outcome = 'snoozed')::int AS snoozes
         FROM unnest(\(apps)::text[], \(names)::text[]) AS k(app_id, notification)
-        """ as PostgresQuery).prepared
-    }
-
-    /// Snooze re-deliveries still pending for each (app, notification) the batch answers otherwise.
-    /// The lateral subquery keeps the batch's keys outside and the snooze index inside, whatever the
-    /// plan. The status is tested outside it (`OFFSET 0` keeps it there): inside, it would make the
-    /// due index (partial on that status) a candidate, and a plan made on a truncated table, where
-    /// every index looks as cheap, took it and read every pending follow-up of the app per key.
-    static func pendingSnoozes(_ notifications: [AppScoped]) -> PostgresQuery {
-        let apps = notifications.map(\.appID)
-        let names = notifications.map(\.name)
-        return
-            ("""
-        SELECT s.app_id, s.id, s.notification_identifier
-        FROM unnest(\(apps)::text[], \(names)::text[]) AS k(app_id, notification)
-        CROSS JOIN LATERAL (
-            SELECT f.app_id, f.id, f.notification_identifier, f.status FROM followups_queue f
-            WHERE f.app_id = k.app_id AND f.notification_identifier = k.notification AND f.is_snooze
-            OFFSET 0
-        ) AS s
-        WHERE s.status IN ('pending', 'retrying')
         """ as PostgresQuery).prepared
     }
 

@@ -1,6 +1,7 @@
 import ActionHookCore
 import Foundation
 import Postgres
+import Synchronization
 
 /// Writes responses: one per transaction, or a whole batch in one transaction (group commit).
 ///
@@ -17,6 +18,8 @@ public struct IngestWriter: Sendable {
     let pool: Database
     /// How long an idempotency key is kept: a key first stored longer ago than this is a new request.
     let idempotencyWindow: Duration
+    /// The database's clock as this writer last read it.
+    let clock = DatabaseClock()
 
     /// The default idempotency window, 24 hours (as Stripe keeps keys).
     public static let defaultIdempotencyWindow = Duration.seconds(24 * 3600)
@@ -54,15 +57,13 @@ public struct IngestWriter: Sendable {
     /// a client sends a request again, so the common write reads nothing per key.
     private func write(_ items: [IngestItem]) throws -> [Result<IngestResult, any Error>] {
         do {
-            return try pool.pipelinedTransaction { send in
-                try IngestTransaction(items: items, lookingUp: false, window: idempotencyWindow).run(send: send)
-            }
+            return try IngestTransaction(items: items, lookingUp: false, window: idempotencyWindow, clock: clock)
+                .run(on: pool)
         } catch let error as PostgresError
             where error.isUniqueViolation && error.constraint == Self.idempotencyConstraint
         {
-            return try pool.pipelinedTransaction { send in
-                try IngestTransaction(items: items, lookingUp: true, window: idempotencyWindow).run(send: send)
-            }
+            return try IngestTransaction(items: items, lookingUp: true, window: idempotencyWindow, clock: clock)
+                .run(on: pool)
         }
     }
 
@@ -70,18 +71,52 @@ public struct IngestWriter: Sendable {
     static let idempotencyConstraint = "idempotency_keys_pkey"
 }
 
-/// One ingest transaction of two round trips: the first takes the idempotency and app locks and reads
-/// what they guard; the statements it returns write every row, with the commit.
+/// The database's clock as the writer last read it, carried forward by this machine's clock: a batch
+/// that needs nothing read before it is planned (the common one) is planned with this time and written
+/// in one round trip. Every transaction reads the database's clock again, and a reading older than
+/// ``freshFor`` is not used (the next batch then reads first), so the time planned follows the
+/// database's to within the time a statement takes to reach it.
+final class DatabaseClock: Sendable {
+    private let reading = Mutex<(offset: TimeInterval, readAt: ContinuousClock.Instant)?>(nil)
+
+    /// How long a reading is used.
+    static let freshFor = Duration.seconds(10)
+
+    /// The database's time now, or nil without a fresh reading.
+    func now() -> Date? {
+        reading.withLock { reading in
+            guard let reading, reading.readAt.duration(to: .now) < Self.freshFor else { return nil }
+            return Date().addingTimeInterval(reading.offset)
+        }
+    }
+
+    /// Records the database's time `databaseNow`, read by a transaction sent at `sentAt` (this machine's
+    /// clock). The transaction started after it was sent, so the time carried forward is at most that
+    /// late.
+    func record(_ databaseNow: Date, sentAt: Date) {
+        let offset = databaseNow.timeIntervalSince(sentAt)
+        reading.withLock { $0 = (offset, .now) }
+    }
+}
+
+/// One ingest transaction.
 ///
-/// Reads, in order: the per-key advisory locks (and the database's clock), the apps' shared locks, the
-/// apps still present, the responses stored under the keys (only when `lookingUp`), how often each
-/// snoozed notification was snoozed before, and the snooze re-deliveries pending for each notification
-/// the batch answers otherwise; between the stored responses and the snooze counts, the sent
-/// notifications whose keys its replies carry, locked.
+/// A batch that needs nothing read to be planned (no replies to sent notifications, no snoozes of a
+/// notification, no keys to look up) takes one round trip: it is planned with the database's clock as
+/// last read (``DatabaseClock``), and its guards (each key's advisory lock and each app's lock), the
+/// cancellation of pending snoozes and its writes go out together with the commit; the writes keep
+/// only the positions whose guards held and whose app is there. Any other batch takes two: the first
+/// takes the guards and reads what they guard, the statements it returns write every row, with the
+/// commit.
+///
+/// The reads of two round trips, in order: the guards (and the database's clock), the apps still
+/// present, the responses stored under the keys (only when `lookingUp`), the sent notifications whose
+/// keys its replies carry (locked), and how often each snoozed notification was snoozed before.
 struct IngestTransaction {
     let items: [IngestItem]
     let lookingUp: Bool
     let window: Duration
+    let clock: DatabaseClock
 
     /// The item's advisory lock and in-batch identity: app and idempotency key.
     static func key(_ item: IngestItem) -> AppScoped { AppScoped(appID: item.appID, name: item.idempotencyKey) }
@@ -91,9 +126,7 @@ struct IngestTransaction {
         item.response.notificationIdentifier.map { AppScoped(appID: item.appID, name: $0) }
     }
 
-    func run(send: ([PostgresQuery]) throws -> [PostgresRows]) throws
-        -> (value: [Result<IngestResult, any Error>], commitWith: [PostgresQuery])
-    {
+    func run(on database: Database) throws -> [Result<IngestResult, any Error>] {
         var results = [Result<IngestResult, any Error>?](repeating: nil, count: items.count)
         // A key twice in one batch: the later ones are concurrent with the first.
         var seen = Set<AppScoped>()
@@ -101,37 +134,7 @@ struct IngestTransaction {
             results[index] = .failure(StoreError.idempotencyKeyInFlight)
         }
         let candidates = items.indices.filter { results[$0] == nil }
-        let apps = Array(Set(candidates.map { items[$0].appID })).sorted()
-        // The notifications this batch snoozes (their earlier snoozes are counted) and those it answers
-        // otherwise (their pending snoozes are cancelled).
-        var snoozing: [AppScoped] = []
-        var answering: [AppScoped] = []
-        var snoozingSeen = Set<AppScoped>()
-        var answeringSeen = Set<AppScoped>()
-        for index in candidates {
-            let item = items[index]
-            guard let notification = Self.notification(item) else { continue }
-            if item.decision.snoozes {
-                if snoozingSeen.insert(notification).inserted { snoozing.append(notification) }
-            } else if answeringSeen.insert(notification).inserted {
-                answering.append(notification)
-            }
-        }
-
-        // The locks come first, in statements of their own: each later statement reads with a
-        // snapshot taken after them, so it sees whatever a previous holder committed. Each app's lock
-        // (class 1) is shared by ingest transactions and taken exclusively by the app's deletion.
-        var reads = PipelinedReads()
-        _ = reads.add(IngestStatements.planSettings)
-        let keyLocks = reads.add(IngestStatements.keyLocks(candidates.map { Self.key(items[$0]).lockText }))
-        let appLocks = reads.add(IngestStatements.appLocks(apps))
-        let appsPresent = reads.add(IngestStatements.existingApps(apps))
-        let storedResponses =
-            lookingUp
-            ? reads.add(
-                IngestStatements.storedResponses(
-                    apps: candidates.map { items[$0].appID }, keys: candidates.map { items[$0].idempotencyKey }))
-            : nil
+        guard !candidates.isEmpty else { return results.map { $0! } }
         // Replies that carry a sent notification's key: the notification is read under its row lock, so
         // of two replies in flight at once the second reads what the first wrote (first answer wins).
         var keyed: [(index: Int, notification: AppScoped, device: Int)] = []
@@ -140,6 +143,80 @@ struct IngestTransaction {
             keyed.append(
                 (index, AppScoped(appID: items[index].appID, name: key.notificationID.lowercasedString), key.device))
         }
+        let snoozing = candidates.contains { items[$0].decision.snoozes && Self.notification(items[$0]) != nil }
+        if !lookingUp, keyed.isEmpty, !snoozing, let receivedAt = clock.now() {
+            return try runInOneRoundTrip(candidates, receivedAt: receivedAt, results: results, on: database)
+        }
+        return try database.pipelinedTransaction { send in
+            try runAfterReads(candidates, keyed: keyed, results: results, send: send)
+        }
+    }
+
+    /// The guards of the candidates (positions 1...).
+    private func guards(_ candidates: [Int]) -> PostgresQuery {
+        IngestStatements.guards(
+            locks: candidates.map { Self.key(items[$0]).lockText }, apps: candidates.map { items[$0].appID })
+    }
+
+    private func runInOneRoundTrip(
+        _ candidates: [Int], receivedAt: Date, results: [Result<IngestResult, any Error>?], on database: Database
+    ) throws -> [Result<IngestResult, any Error>] {
+        var results = results
+        let entries = candidates.enumerated().map { offset, index in
+            (
+                position: offset + 1, item: items[index],
+                plan: IngestPlan(items[index], receivedAt: receivedAt, previousSnoozes: 0)
+            )
+        }
+        let writes = IngestStatements(entries: entries).statements
+        let sentAt = Date()
+        let rows = try database.pipelinedTransaction(
+            [IngestStatements.planSettings, guards(candidates)] + writes.queries)
+        let guardRows = rows[1]
+        if let now = try guardRows.first?.decode("now", as: Date.self) { clock.record(now, sentAt: sentAt) }
+        let written = Set(try rows[2 + writes.written].map { try $0.decode("position", as: Int.self) })
+        for row in guardRows {
+            let position: Int = try row.decode("position")
+            let index = candidates[position - 1]
+            if !(try row.decode("app_locked", as: Bool.self)) {
+                results[index] = .failure(StoreError.appBeingDeleted)
+            } else if !(try row.decode("key_locked", as: Bool.self)) {
+                results[index] = .failure(StoreError.idempotencyKeyInFlight)
+            } else if written.contains(position) {
+                results[index] = .success(.created(entries[position - 1].plan.answer))
+            } else {
+                results[index] = .failure(StoreError.appDeleted)
+            }
+        }
+        return results.map { $0! }
+    }
+
+    private func runAfterReads(
+        _ candidates: [Int], keyed: [(index: Int, notification: AppScoped, device: Int)],
+        results: [Result<IngestResult, any Error>?], send: ([PostgresQuery]) throws -> [PostgresRows]
+    ) throws -> (value: [Result<IngestResult, any Error>], commitWith: [PostgresQuery]) {
+        var results = results
+        let apps = Array(Set(candidates.map { items[$0].appID })).sorted()
+        // The notifications this batch snoozes: their earlier snoozes are counted.
+        var snoozing: [AppScoped] = []
+        var snoozingSeen = Set<AppScoped>()
+        for index in candidates where items[index].decision.snoozes {
+            guard let notification = Self.notification(items[index]) else { continue }
+            if snoozingSeen.insert(notification).inserted { snoozing.append(notification) }
+        }
+
+        // The guards come first, in a statement of their own: each later statement reads with a
+        // snapshot taken after them, so it sees whatever a previous holder committed.
+        var reads = PipelinedReads()
+        _ = reads.add(IngestStatements.planSettings)
+        let guards = reads.add(guards(candidates))
+        let appsPresent = reads.add(IngestStatements.existingApps(apps))
+        let storedResponses =
+            lookingUp
+            ? reads.add(
+                IngestStatements.storedResponses(
+                    apps: candidates.map { items[$0].appID }, keys: candidates.map { items[$0].idempotencyKey }))
+            : nil
         let boundNotifications =
             keyed.isEmpty
             ? nil
@@ -148,25 +225,25 @@ struct IngestTransaction {
                     apps: keyed.map(\.notification.appID), ids: keyed.map(\.notification.name),
                     devices: keyed.map(\.device), tokens: keyed.map { items[$0.index].response.deviceToken ?? "" }))
         let snoozeCounts = snoozing.isEmpty ? nil : reads.add(IngestStatements.snoozeCounts(snoozing))
-        let pendingSnoozes = answering.isEmpty ? nil : reads.add(IngestStatements.pendingSnoozes(answering))
+        let sentAt = Date()
         let read = PipelinedReads.Results(rows: try send(reads.queries))
 
-        guard let receivedAt = try read[keyLocks].first?.decode("now", as: Date.self) else {
+        guard let receivedAt = try read[guards].first?.decode("now", as: Date.self) else {
             return (results.map { $0! }, [])
         }
+        clock.record(receivedAt, sentAt: sentAt)
         // An app whose lock is held exclusively is being deleted; one no longer there was deleted.
-        let appsLocked = Set(try read[appLocks].map { try $0.decode("app_id", as: String.self) })
         let present = Set(try read[appsPresent].map { try $0.decode("id", as: String.self) })
-        var locked: [Int] = []
-        for row in read[keyLocks] {
-            let index = candidates[try row.decode("position", as: Int.self) - 1]
-            let appID = items[index].appID
-            if !appsLocked.contains(appID) {
+        var locked: [(position: Int, index: Int)] = []
+        for row in read[guards] {
+            let position: Int = try row.decode("position")
+            let index = candidates[position - 1]
+            if !(try row.decode("app_locked", as: Bool.self)) {
                 results[index] = .failure(StoreError.appBeingDeleted)
-            } else if !present.contains(appID) {
+            } else if !present.contains(items[index].appID) {
                 results[index] = .failure(StoreError.appDeleted)
-            } else if try row.decode("locked", as: Bool.self) {
-                locked.append(index)
+            } else if try row.decode("key_locked", as: Bool.self) {
+                locked.append((position, index))
             } else {
                 results[index] = .failure(StoreError.idempotencyKeyInFlight)
             }
@@ -184,14 +261,6 @@ struct IngestTransaction {
                     try row.decode("snoozes")
             }
         }
-        var pending: [AppScoped: [UUID]] = [:]
-        if let pendingSnoozes {
-            for row in read[pendingSnoozes] {
-                let notification = AppScoped(
-                    appID: try row.decode("app_id"), name: try row.decode("notification_identifier"))
-                pending[notification, default: []].append(try row.decode("id", as: UUID.self))
-            }
-        }
 
         // What each keyed reply is bound to, by its position in the batch.
         var bound: [Int: BoundNotification] = [:]
@@ -203,14 +272,14 @@ struct IngestTransaction {
             }
         }
 
-        var entries: [(item: IngestItem, plan: IngestPlan)] = []
+        var entries: [(position: Int, item: IngestItem, plan: IngestPlan)] = []
         // Notifications answered earlier in this batch.
         var answeredInBatch = Set<UUID>()
         var snoozesInBatch: [AppScoped: Int] = [:]
         // Keys stored before the window: their old responses give the key up, and the request is new.
         var expiredKeys: [AppScoped] = []
         let windowStart = receivedAt.addingTimeInterval(-Double(window.components.seconds))
-        for index in locked {
+        for (position, index) in locked {
             let item = items[index]
             if let row = stored[Self.key(item)] {
                 if try row.decode("received_at", as: Date.self) >= windowStart, try row.decode("kept", as: Bool.self) {
@@ -229,10 +298,10 @@ struct IngestTransaction {
             let plan = IngestPlan(item, receivedAt: receivedAt, previousSnoozes: previous, notification: sent)
             if plan.answersNotification, let id = sent?.id { answeredInBatch.insert(id) }
             if plan.outcome == .snoozed, let notification { snoozesInBatch[notification, default: 0] += 1 }
-            entries.append((item, plan))
+            entries.append((position, item, plan))
             results[index] = .success(.created(plan.answer))
         }
-        var statements = IngestStatements(entries: entries, pendingSnoozes: pending).statements
+        var statements = IngestStatements(entries: entries).statements.queries
         if !expiredKeys.isEmpty {
             // Before the insert that reuses them; the key's advisory lock keeps other writers out.
             statements.insert(IngestStatements.releaseKeys(expiredKeys), at: 0)

@@ -408,17 +408,20 @@ public final class PostgresConnection: @unchecked Sendable {
                 if name == nil && preparedStatements.count + newNames.count < Self.preparedStatementLimit {
                     let newName = "actionhook_\(preparedStatements.count + newNames.count + 1)"
                     newNames[query.sql] = newName
-                    sent = PQsendPrepare(handle, newName, query.sql, Int32(query.binds.count), nil) == 1
+                    sent = withParameters(query.parameters) { types, _, _, _ in
+                        PQsendPrepare(handle, newName, query.sql, Int32(query.parameters.count), types) == 1
+                    }
                     steps.append(.prepare(sql: query.sql, name: newName))
                     name = newName
                 }
             }
             guard sent else { break }
-            sent = withCStringArray(query.binds) { values in
+            sent = withParameters(query.parameters) { types, values, lengths, formats in
+                let count = Int32(query.parameters.count)
                 if let name {
-                    PQsendQueryPrepared(handle, name, Int32(query.binds.count), values, nil, nil, 0) == 1
+                    return PQsendQueryPrepared(handle, name, count, values, lengths, formats, 0) == 1
                 } else {
-                    PQsendQueryParams(handle, query.sql, Int32(query.binds.count), nil, values, nil, nil, 0) == 1
+                    return PQsendQueryParams(handle, query.sql, count, types, values, lengths, formats, 0) == 1
                 }
             }
             steps.append(.statement)
@@ -485,7 +488,7 @@ public final class PostgresConnection: @unchecked Sendable {
             var text = text
             return text.withUTF8 { bytes in bytes.count > 0 && memchr(bytes.baseAddress!, 0, bytes.count) != nil }
         }
-        guard !hasNUL(query.sql), !query.binds.contains(where: { $0.map(hasNUL) ?? false }) else {
+        guard !hasNUL(query.sql), !query.parameters.contains(where: { $0.text.map(hasNUL) ?? false }) else {
             throw PostgresError(kind: .misuse, message: "SQL text and parameters cannot contain NUL characters")
         }
     }
@@ -500,8 +503,8 @@ public final class PostgresConnection: @unchecked Sendable {
             throw PostgresError(kind: .connectionLost, message: "the connection was given up after a failure")
         }
         let deadline = responseDeadline
-        let sent = withCStringArray(query.binds) { values in
-            PQsendQueryParams(handle, query.sql, Int32(query.binds.count), nil, values, nil, nil, 0) == 1
+        let sent = withParameters(query.parameters) { types, values, lengths, formats in
+            PQsendQueryParams(handle, query.sql, Int32(query.parameters.count), types, values, lengths, formats, 0) == 1
         }
         guard sent else { return try check(nil) }
         // Like PQexec, the last result is the one returned; a single statement has only one.
@@ -628,6 +631,65 @@ private func withCStringArray<R>(
         bytes.withMemoryRebound(to: CChar.self) { buffer in
             let pointers: [UnsafePointer<CChar>?] = offsets.map { offset in offset.map { buffer.baseAddress! + $0 } }
             return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+        }
+    }
+}
+
+/// Calls `body` with libpq's parameter arrays for `parameters`: type OIDs (0, the server infers it, for
+/// text), values, lengths and formats (0 text, 1 binary). The pointers live only during the call.
+private func withParameters<R>(
+    _ parameters: [PostgresParameter],
+    _ body: (
+        _ types: UnsafePointer<Oid>?, _ values: UnsafePointer<UnsafePointer<CChar>?>?, _ lengths: UnsafePointer<Int32>?,
+        _ formats: UnsafePointer<Int32>?
+    ) -> R
+) -> R {
+    var storage: [UInt8] = []
+    var offsets: [Int?] = []
+    var lengths: [Int32] = []
+    var formats: [Int32] = []
+    var types: [Oid] = []
+    offsets.reserveCapacity(parameters.count)
+    lengths.reserveCapacity(parameters.count)
+    formats.reserveCapacity(parameters.count)
+    types.reserveCapacity(parameters.count)
+    for parameter in parameters {
+        switch parameter.value {
+        case .text(nil):
+            offsets.append(nil)
+            lengths.append(0)
+            formats.append(0)
+            types.append(0)
+        case .text(let text?):
+            offsets.append(storage.count)
+            storage.append(contentsOf: text.utf8)
+            storage.append(0)
+            lengths.append(0)
+            formats.append(0)
+            types.append(0)
+        case .binary(let bytes, let typeOID):
+            offsets.append(storage.count)
+            storage.append(contentsOf: bytes)
+            lengths.append(Int32(bytes.count))
+            formats.append(1)
+            types.append(Oid(typeOID))
+        }
+    }
+    // Text parameters need no lengths or formats: libpq reads them to their NUL.
+    let allText = !formats.contains(1)
+    return storage.withUnsafeBufferPointer { bytes in
+        bytes.withMemoryRebound(to: CChar.self) { buffer in
+            let pointers: [UnsafePointer<CChar>?] = offsets.map { offset in offset.map { buffer.baseAddress! + $0 } }
+            return pointers.withUnsafeBufferPointer { values in
+                if allText { return body(nil, values.baseAddress, nil, nil) }
+                return types.withUnsafeBufferPointer { types in
+                    lengths.withUnsafeBufferPointer { lengths in
+                        formats.withUnsafeBufferPointer { formats in
+                            body(types.baseAddress, values.baseAddress, lengths.baseAddress, formats.baseAddress)
+                        }
+                    }
+                }
+            }
         }
     }
 }

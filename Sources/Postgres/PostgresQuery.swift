@@ -13,11 +13,11 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
     /// The SQL text with `$n` placeholders.
     public let sql: String
 
-    /// The parameters in their text form, `nil` for `NULL`, in placeholder order.
-    let binds: [String?]
+    /// The parameters, in placeholder order.
+    public let parameters: [PostgresParameter]
 
     /// The number of bound parameters.
-    public var bindCount: Int { binds.count }
+    public var bindCount: Int { parameters.count }
 
     /// Whether a pipeline keeps this statement prepared on its connection; see ``prepared``.
     public private(set) var isPrepared = false
@@ -43,32 +43,39 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
     ///   - binds: The parameters in placeholder order; `nil` binds `NULL`.
     public init(unsafeSQL: String, binds: [(any PostgresEncodable)?] = []) {
         self.sql = unsafeSQL
-        self.binds = binds.map { $0?.postgresText }
+        self.parameters = binds.map { PostgresParameter(text: $0?.postgresText) }
+    }
+
+    /// Creates a query from SQL text assembled by the caller and parameters already bound, such as
+    /// another query's (to run it under `EXPLAIN`). The same caution as ``init(unsafeSQL:binds:)``.
+    public init(unsafeSQL: String, parameters: [PostgresParameter]) {
+        self.sql = unsafeSQL
+        self.parameters = parameters
     }
 
     /// Creates a query from a string literal without interpolations.
     public init(stringLiteral value: String) {
         self.sql = value
-        self.binds = []
+        self.parameters = []
     }
 
     /// Creates a query from an interpolated string literal, turning each interpolation into a parameter.
     public init(stringInterpolation: StringInterpolation) {
         self.sql = stringInterpolation.sql
-        self.binds = stringInterpolation.binds
+        self.parameters = stringInterpolation.parameters
     }
 
     /// Collects the literal segments as SQL and the interpolated values as parameters.
     public struct StringInterpolation: StringInterpolationProtocol {
         var sql: String
-        var binds: [String?]
+        var parameters: [PostgresParameter]
 
         /// Creates an empty interpolation with room for the expected text and values.
         public init(literalCapacity: Int, interpolationCount: Int) {
             sql = ""
             sql.reserveCapacity(literalCapacity + 3 * interpolationCount)
-            binds = []
-            binds.reserveCapacity(interpolationCount)
+            parameters = []
+            parameters.reserveCapacity(interpolationCount)
         }
 
         /// Appends a literal segment to the SQL text.
@@ -78,8 +85,14 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
 
         /// Binds a value as the next parameter.
         public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value) {
-            binds.append(value.postgresText)
-            sql += "$\(binds.count)"
+            parameters.append(PostgresParameter(text: value.postgresText))
+            sql += "$\(parameters.count)"
+        }
+
+        /// Binds an array in PostgreSQL's binary form as the next parameter.
+        public mutating func appendInterpolation(_ array: PostgresBinaryArray) {
+            parameters.append(array.parameter)
+            sql += "$\(parameters.count)"
         }
 
         /// Appends SQL text that is a compile-time constant, such as a column list several queries
@@ -90,8 +103,30 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
 
         /// Binds an optional value as the next parameter; `nil` binds `NULL`.
         public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value?) {
-            binds.append(value?.postgresText)
-            sql += "$\(binds.count)"
+            parameters.append(PostgresParameter(text: value?.postgresText))
+            sql += "$\(parameters.count)"
         }
+    }
+}
+
+/// One bound parameter: text (the server parses it as the type the statement gives it), `NULL`, or
+/// bytes in a type's binary form.
+public struct PostgresParameter: Sendable {
+    enum Value: Sendable {
+        case text(String?)
+        case binary([UInt8], typeOID: UInt32)
+    }
+    let value: Value
+
+    /// A parameter in text form; `nil` is `NULL`.
+    public init(text: String?) { value = .text(text) }
+
+    /// A parameter in the binary form of the type `typeOID`.
+    init(binary bytes: [UInt8], typeOID: UInt32) { value = .binary(bytes, typeOID: typeOID) }
+
+    /// The text of a text parameter, nil for `NULL` or a binary one.
+    var text: String? {
+        if case .text(let text) = value { return text }
+        return nil
     }
 }

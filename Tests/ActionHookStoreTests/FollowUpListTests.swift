@@ -32,7 +32,7 @@ struct FollowUpListTests {
         let query = FollowUpStore.listQuery(
             appID: "list-app", statuses: FollowUpStatus.allCases, after: nil, limit: 51)
         let plan = try api.pool.withConnection { connection in
-            try connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + query.sql, binds: query.binds))
+            try connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + query.sql, parameters: query.parameters))
                 .map { try $0.decode("QUERY PLAN", as: String.self) }.joined(separator: "\n")
         }
         #expect(!plan.contains("Seq Scan"), "the page scans the table whole:\n\(plan)")

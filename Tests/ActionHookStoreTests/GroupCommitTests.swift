@@ -71,11 +71,29 @@ struct GroupCommitTests {
         #expect(metrics.contains("actionhook_ingest_batch_duration_seconds_count"))
     }
 
-    @Test("a key twice in one batch: the first is stored, the later one is 409; a stored key replays or is 422")
-    func idempotencyWithinABatch() throws {
+    /// A writer; when `warm`, one that has written a batch, so that its next batch that needs nothing
+    /// read is planned with the database's clock as read then and written in one round trip.
+    func writer(_ api: TestAPI, warm: Bool) throws -> IngestWriter {
+        let writer = IngestWriter(pool: api.pool)
+        #expect(writer.clock.now() == nil)
+        if warm {
+            _ = try api.createApp("warm-app")
+            guard case .success(.created) = writer.ingest(batch: [try item(app: "warm-app", key: "warm")])[0] else {
+                Issue.record("the warming batch was not stored")
+                return writer
+            }
+            #expect(writer.clock.now() != nil)
+        }
+        return writer
+    }
+
+    @Test(
+        "a key twice in one batch: the first is stored, the later one is 409; a stored key replays or is 422",
+        arguments: [false, true])
+    func idempotencyWithinABatch(warm: Bool) throws {
         let api = try TestAPI()
         _ = try api.createApp("dup-app")
-        let writer = IngestWriter(pool: api.pool)
+        let writer = try writer(api, warm: warm)
         let results = writer.ingest(batch: [
             try item(app: "dup-app", key: "a"), try item(app: "dup-app", key: "a"),
             try item(app: "dup-app", key: "b"), try item(app: "dup-app", key: "a", text: "other"),
@@ -140,12 +158,14 @@ struct GroupCommitTests {
         #expect(try api.count("SELECT count(*) AS n FROM responses") == 2)
     }
 
-    @Test("an app deleted after its key was checked: its items fail, batch-mates of other apps are stored")
-    func appGoneMidBatch() throws {
+    @Test(
+        "an app deleted after its key was checked: its items fail, batch-mates of other apps are stored",
+        arguments: [false, true])
+    func appGoneMidBatch(warm: Bool) throws {
         let api = try TestAPI()
         _ = try api.createApp("staying-app")
         _ = try api.createApp("leaving-app")
-        let writer = IngestWriter(pool: api.pool)
+        let writer = try writer(api, warm: warm)
         // While the app's deletion holds its lock, the app's items are refused for a retry.
         let deletion = try PostgresConnection(configuration: api.database.configuration)
         try deletion.execute("BEGIN")
@@ -224,8 +244,8 @@ struct GroupCommitTests {
                 "_app_id_notification_identifier_idx"
             ),
             (
-                IngestStatements.pendingSnoozes([AppScoped(appID: "plan-app", name: "n-7")]), "'{plan-app}', '{n-7}'",
-                "followups_snoozes"
+                IngestStatements.cancelPendingSnoozes(apps: ["plan-app"], notifications: ["n-7"], positions: [1]),
+                "'{plan-app}', '{n-7}', '{1}'", "followups_snoozes"
             ),
         ]
         for lookup in lookups { #expect(lookup.query.isPrepared) }
@@ -333,6 +353,50 @@ struct GroupCommitTests {
         #expect(statuses == ["s1=cancelled", "s2=pending"])
     }
 
+    @Test(
+        "an answer after a snooze cancels its pending re-delivery; one in flight elsewhere is 409, its batch-mate stored",
+        arguments: [false, true])
+    func answerCancelsSnooze(warm: Bool) throws {
+        let api = try TestAPI()
+        _ = try api.createApp("timer-app")
+        let snoozed = IngestWriter(pool: api.pool).ingest(batch: [
+            try item(app: "timer-app", key: "s1", action: "SNOOZE_ACTION", rule: Self.snoozeRule)
+        ])
+        guard case .success(.created) = snoozed[0] else {
+            Issue.record("the snooze was not stored: \(snoozed)")
+            return
+        }
+        #expect(try snoozeStatuses(api) == ["s1=pending"])
+        let writer = try writer(api, warm: warm)
+        // Another transaction holds the key "busy" (the same request on another connection).
+        let other = try PostgresConnection(configuration: api.database.configuration)
+        try other.execute("BEGIN")
+        let lock = AppScoped(appID: "timer-app", name: "busy").lockText
+        try other.execute("SELECT pg_advisory_xact_lock(hashtextextended(\(lock), 0))")
+        let results = writer.ingest(batch: [
+            try item(app: "timer-app", key: "busy", rule: Self.stopRule),
+            try item(app: "timer-app", key: "r1", rule: Self.stopRule),
+        ])
+        try other.execute("ROLLBACK")
+        guard case .failure(let error) = results[0], case .success(.created(let answer)) = results[1] else {
+            Issue.record("unexpected results: \(results)")
+            return
+        }
+        #expect(error as? StoreError == .idempotencyKeyInFlight)
+        #expect(try snoozeStatuses(api) == ["s1=cancelled"])
+        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE idempotency_key = 'busy'") == 0)
+        // The time planned is the time stored, and it is the database's: not before the snooze's.
+        let stored = try api.query(
+            """
+            SELECT r.received_at, s.received_at AS snoozed_at, r.id::text AS id FROM responses r, responses s
+            WHERE r.idempotency_key = 'r1' AND s.idempotency_key = 's1'
+            """)[0]
+        #expect(try stored.decode("id", as: String.self) == answer.body.value(atPath: "id")?.stringValue)
+        let receivedAt: Date = try stored.decode("received_at")
+        #expect(receivedAt >= (try stored.decode("snoozed_at", as: Date.self)))
+        #expect(writer.clock.now() != nil)
+    }
+
     @Test("while a writer is busy, a second one starts only once enough responses wait; every one is answered")
     func secondWriterWaitsForEnough() throws {
         let api = try TestAPI()
@@ -358,13 +422,15 @@ struct GroupCommitTests {
         let blocker = try PostgresConnection(configuration: api.database.configuration)
         try blocker.execute("BEGIN")
         try blocker.execute("LOCK TABLE responses IN EXCLUSIVE MODE")
-        // Watched from another session: within a transaction, pg_stat_activity keeps its first reading.
+        // Watched from another session: within a transaction, pg_locks keeps its first reading. A writer
+        // waits for the lock its insert needs on responses.
         let watcher = try PostgresConnection(configuration: api.database.configuration)
         func writersWaiting() throws -> Int {
             try watcher.query(
                 """
-                SELECT count(*)::int AS n FROM pg_stat_activity
-                WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO responses%' AND datname = current_database()
+                SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                WHERE NOT l.granted AND l.mode = 'RowExclusiveLock' AND c.relname = 'responses'
+                    AND c.relnamespace = current_schema()::regnamespace
                 """
             ).first?.decode("n", as: Int.self) ?? 0
         }

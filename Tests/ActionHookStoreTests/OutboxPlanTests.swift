@@ -20,8 +20,10 @@ struct OutboxPlanTests {
                 try connection.transaction { connection in
                     _ = try connection.execute(OutboxStore.planSettings)
                     let claim = OutboxStore.claimBatch(limit: 128, leaseSeconds: 60, token: UUID())
-                    return try connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + claim.sql, binds: claim.binds))
-                        .map { try $0.decode("QUERY PLAN", as: String.self) }.joined(separator: "\n")
+                    return try connection.query(
+                        PostgresQuery(unsafeSQL: "EXPLAIN " + claim.sql, parameters: claim.parameters)
+                    )
+                    .map { try $0.decode("QUERY PLAN", as: String.self) }.joined(separator: "\n")
                 }
             }
         }

@@ -55,7 +55,7 @@ struct StatsPlanTests {
             ("deadLetters", queries.deadLetters),
         ] {
             let plan = try api.pool.withConnection { connection in
-                try connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + query.sql, binds: query.binds))
+                try connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + query.sql, parameters: query.parameters))
                     .map { try $0.decode("QUERY PLAN", as: String.self) }.joined(separator: "\n")
             }
             // An empty partition (the days without rows) is read by a sequential scan of nothing.

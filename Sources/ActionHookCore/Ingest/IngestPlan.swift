@@ -135,6 +135,8 @@ public struct IngestPlan: Sendable {
 
     /// The new response's id.
     public var responseID: UUID
+    /// When the response was received (the database's clock), as planned and stored.
+    public var receivedAt: Date
     /// What the reply did.
     public var outcome: Outcome
     /// The follow-ups to write.
@@ -166,6 +168,7 @@ public struct IngestPlan: Sendable {
     /// response lands in the partition of the time it was received.
     public init(_ item: IngestItem, receivedAt: Date, previousSnoozes: Int, notification: BoundNotification? = nil) {
         responseID = UUID.timeOrdered(at: receivedAt)
+        self.receivedAt = receivedAt
         self.notification = notification
         let response = item.response
         let decision = item.decision

@@ -52,7 +52,8 @@ extension JSONValue {
         }
     }
 
-    func write(to out: inout [UInt8], sortedKeys: Bool) {
+    /// Appends the value's JSON text as UTF-8 (members in their order, or sorted by key).
+    public func write(to out: inout [UInt8], sortedKeys: Bool) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let value): out.append(contentsOf: value ? "true".utf8 : "false".utf8)
