@@ -94,9 +94,10 @@ public final class IngestBatcher: Sendable {
         }
     }
 
-    /// Queues a response; `completion` runs on a writer thread once it is stored (or failed).
+    /// Queues a response, planned on this thread when it can be (``IngestWriter/planned(_:)``);
+    /// `completion` runs on a writer thread once it is stored (or failed).
     public func submit(_ item: IngestItem, completion: @escaping Completion) {
-        let request = QueuedRequest(item, completion, deadline: answerDeadline.map { .now + $0 })
+        let request = QueuedRequest(writer.planned(item), completion, deadline: answerDeadline.map { .now + $0 })
         let (accepting, wakeReaper) = state.withLockWakingOne { state -> (Bool, Bool) in
             guard state.loop.isRunning else { return (false, false) }
             state.queue.append(request)

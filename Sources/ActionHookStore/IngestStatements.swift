@@ -85,8 +85,6 @@ struct IngestStatements {
         var answer = PostgresBinaryArray(.json, capacity: count * 256)
         var notificationID = PostgresBinaryArray(.uuid, capacity: count * 20)
         var recipient = PostgresBinaryArray(.text, capacity: count * 8)
-        var json: [UInt8] = []
-        json.reserveCapacity(512)
         for (entryPosition, item, plan) in entries {
             let response = item.response
             position.append(Int32(entryPosition))
@@ -98,9 +96,7 @@ struct IngestStatements {
             categoryIdentifier.append(response.categoryIdentifier)
             notificationIdentifier.append(response.notificationIdentifier)
             userText.append(response.userText)
-            json.removeAll(keepingCapacity: true)
-            JSONValue.object(response.userInfo).write(to: &json, sortedKeys: false)
-            userInfo.append(utf8: json)
+            userInfo.append(utf8: plan.userInfoJSON)
             deviceToken.append(response.deviceToken)
             clientResponseID.append(response.responseId)
             respondedAt.append(response.respondedAt)
@@ -109,7 +105,7 @@ struct IngestStatements {
             ruleID.append(item.decision.rule?.id)
             subject.append(item.decision.subject)
             // As json, not jsonb: the stored answer keeps its member order.
-            answer.append(utf8: plan.answer.body.jsonBytes)
+            answer.append(utf8: plan.answer.json)
             notificationID.append(plan.notification?.id)
             recipient.append(plan.notification?.recipient)
         }
@@ -146,9 +142,7 @@ struct IngestStatements {
                 isSnooze.append(followUp.kind == .snooze)
                 followUpDeviceToken.append(
                     followUp.channel == .apns ? followUp.payload.value(atPath: "deviceToken")?.stringValue : nil)
-                json.removeAll(keepingCapacity: true)
-                followUp.payload.write(to: &json, sortedKeys: false)
-                payload.append(utf8: json)
+                payload.append(utf8: planned.payloadJSON)
                 dueAt.append(planned.dueAt)
                 cancelled.append(cancelledInBatch.contains(planned.id))
                 kind.append(followUp.kind.rawValue)

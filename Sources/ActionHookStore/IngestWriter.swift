@@ -30,6 +30,16 @@ public struct IngestWriter: Sendable {
         self.idempotencyWindow = idempotencyWindow
     }
 
+    /// The item planned now, on receipt, when its write needs nothing read first and the database's
+    /// clock was read lately (see ``DatabaseClock``); otherwise the item unchanged, planned by the write.
+    /// Planning on the receiving thread keeps that work off the writer's path between two transactions.
+    public func planned(_ item: IngestItem) -> IngestItem {
+        guard item.plan == nil, !IngestTransaction.needsReads(item), let receivedAt = clock.now() else { return item }
+        var item = item
+        item.plan = IngestPlan(item, receivedAt: receivedAt, previousSnoozes: 0)
+        return item
+    }
+
     /// Stores one response and its follow-ups in one transaction.
     public func ingest(_ item: IngestItem) throws -> IngestResult {
         try write([item])[0].get()
@@ -126,6 +136,13 @@ struct IngestTransaction {
         item.response.notificationIdentifier.map { AppScoped(appID: item.appID, name: $0) }
     }
 
+    /// Whether the item's plan depends on what only a read finds: the sent notification its reply
+    /// carries the key of, or how often its notification was snoozed before.
+    static func needsReads(_ item: IngestItem) -> Bool {
+        (item.decision.snoozes && notification(item) != nil)
+            || NotificationKey.read(from: item.response.userInfo) != nil
+    }
+
     func run(on database: Database) throws -> [Result<IngestResult, any Error>] {
         var results = [Result<IngestResult, any Error>?](repeating: nil, count: items.count)
         // A key twice in one batch: the later ones are concurrent with the first.
@@ -144,8 +161,15 @@ struct IngestTransaction {
                 (index, AppScoped(appID: items[index].appID, name: key.notificationID.lowercasedString), key.device))
         }
         let snoozing = candidates.contains { items[$0].decision.snoozes && Self.notification(items[$0]) != nil }
-        if !lookingUp, keyed.isEmpty, !snoozing, let receivedAt = clock.now() {
-            return try runInOneRoundTrip(candidates, receivedAt: receivedAt, results: results, on: database)
+        if !lookingUp, keyed.isEmpty, !snoozing {
+            // Planned on receipt, or now with the clock as last read.
+            let receivedAt = clock.now()
+            if receivedAt != nil || candidates.allSatisfy({ items[$0].plan != nil }) {
+                let plans = candidates.map { index in
+                    items[index].plan ?? IngestPlan(items[index], receivedAt: receivedAt!, previousSnoozes: 0)
+                }
+                return try runInOneRoundTrip(candidates, plans: plans, results: results, on: database)
+            }
         }
         return try database.pipelinedTransaction { send in
             try runAfterReads(candidates, keyed: keyed, results: results, send: send)
@@ -159,14 +183,11 @@ struct IngestTransaction {
     }
 
     private func runInOneRoundTrip(
-        _ candidates: [Int], receivedAt: Date, results: [Result<IngestResult, any Error>?], on database: Database
+        _ candidates: [Int], plans: [IngestPlan], results: [Result<IngestResult, any Error>?], on database: Database
     ) throws -> [Result<IngestResult, any Error>] {
         var results = results
-        let entries = candidates.enumerated().map { offset, index in
-            (
-                position: offset + 1, item: items[index],
-                plan: IngestPlan(items[index], receivedAt: receivedAt, previousSnoozes: 0)
-            )
+        let entries = candidates.indices.map { offset in
+            (position: offset + 1, item: items[candidates[offset]], plan: plans[offset])
         }
         let writes = IngestStatements(entries: entries).statements
         let sentAt = Date()
@@ -316,7 +337,7 @@ struct IngestTransaction {
         guard let outcome = Outcome(rawValue: try row.decode("outcome", as: String.self)) else {
             throw StoreError.wrongState("a stored response has an outcome this version does not know")
         }
-        let body = try JSONParser.parse(try row.decode("answer", as: PostgresJSON.self).text)
-        return .replayed(StoredAnswer(outcome: outcome, body: body))
+        let text = try row.decode("answer", as: PostgresJSON.self).text
+        return .replayed(StoredAnswer(outcome: outcome, body: try JSONParser.parse(text), json: Array(text.utf8)))
     }
 }

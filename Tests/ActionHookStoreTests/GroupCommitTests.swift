@@ -397,6 +397,42 @@ struct GroupCommitTests {
         #expect(writer.clock.now() != nil)
     }
 
+    @Test(
+        "an item planned on receipt is stored as planned (its id and time) beside one planned by the write; a snooze of a notification is not planned on receipt"
+    )
+    func plannedOnReceipt() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("receipt-app")
+        let writer = IngestWriter(pool: api.pool)
+        // Nothing is planned before the writer has read the database's clock.
+        #expect(writer.planned(try item(app: "receipt-app", key: "cold")).plan == nil)
+        guard case .success(.created) = writer.ingest(batch: [try item(app: "receipt-app", key: "cold")])[0] else {
+            Issue.record("the first item was not stored")
+            return
+        }
+        let planned = writer.planned(try item(app: "receipt-app", key: "stop", rule: Self.stopRule))
+        let snooze = writer.planned(
+            try item(app: "receipt-app", key: "snooze", action: "SNOOZE_ACTION", rule: Self.snoozeRule))
+        #expect(snooze.plan == nil)
+        guard let plan = planned.plan else {
+            Issue.record("the item was not planned on receipt")
+            return
+        }
+        let results = writer.ingest(batch: [planned, try item(app: "receipt-app", key: "new")])
+        guard case .success(.created(let answer)) = results[0], case .success(.created) = results[1],
+            case .success(.created) = writer.ingest(batch: [snooze])[0]
+        else {
+            Issue.record("unexpected results: \(results)")
+            return
+        }
+        #expect(answer == plan.answer)
+        let row = try api.query(
+            "SELECT id::text AS id, received_at FROM responses WHERE idempotency_key = 'stop'")[0]
+        #expect(try row.decode("id", as: String.self) == plan.responseID.lowercasedString)
+        #expect(
+            Timestamp.format(try row.decode("received_at", as: Date.self)) == Timestamp.format(plan.receivedAt))
+    }
+
     @Test("while a writer is busy, a second one starts only once enough responses wait; every one is answered")
     func secondWriterWaitsForEnough() throws {
         let api = try TestAPI()

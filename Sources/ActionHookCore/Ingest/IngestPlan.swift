@@ -69,6 +69,9 @@ public struct IngestItem: Sendable {
     public var keyFromClient = true
     /// The normalised request's hash, which tells a replay from another body under the same key.
     public let requestHash: [UInt8]
+    /// The item planned on receipt (with the database's clock as the writer last read it), for a write
+    /// of one round trip; nil when its write must read first, or is planned by the writer.
+    public var plan: IngestPlan?
 
     /// Creates an item.
     public init(appID: String, idempotencyKey: String, response: NotificationResponse, decision: IngestDecision) {
@@ -86,7 +89,9 @@ public struct StoredAnswer: Sendable, Equatable {
     /// The response's outcome.
     public var outcome: Outcome
     /// The answer's body: the 202's, or the members of the 410's problem for an expired reply.
-    public var body: JSONValue
+    public let body: JSONValue
+    /// The body's JSON text, as stored and sent.
+    public let json: [UInt8]
 
     /// The sent notification this answer answered first, with its category and the time from the send
     /// (for metrics; not stored, so a replay has none).
@@ -96,6 +101,14 @@ public struct StoredAnswer: Sendable, Equatable {
     public init(outcome: Outcome, body: JSONValue) {
         self.outcome = outcome
         self.body = body
+        json = body.jsonBytes
+    }
+
+    /// An answer read back: `json` is the stored text of `body`.
+    public init(outcome: Outcome, body: JSONValue, json: [UInt8]) {
+        self.outcome = outcome
+        self.body = body
+        self.json = json
     }
 
     public static func == (lhs: StoredAnswer, rhs: StoredAnswer) -> Bool {
@@ -129,6 +142,15 @@ public struct IngestPlan: Sendable {
         public var planned: PlannedFollowUp
         /// When.
         public var dueAt: Date
+        /// The payload's JSON text, as stored.
+        public let payloadJSON: [UInt8]
+
+        init(id: UUID, planned: PlannedFollowUp, dueAt: Date) {
+            self.id = id
+            self.planned = planned
+            self.dueAt = dueAt
+            payloadJSON = planned.payload.jsonBytes
+        }
         /// Whether it re-delivers a snoozed notification (cancelled by a later answer to it).
         public var isSnooze: Bool { planned.kind == .snooze }
     }
@@ -137,6 +159,8 @@ public struct IngestPlan: Sendable {
     public var responseID: UUID
     /// When the response was received (the database's clock), as planned and stored.
     public var receivedAt: Date
+    /// The reply's `userInfo` as JSON text, as stored.
+    public let userInfoJSON: [UInt8]
     /// What the reply did.
     public var outcome: Outcome
     /// The follow-ups to write.
@@ -169,6 +193,7 @@ public struct IngestPlan: Sendable {
     public init(_ item: IngestItem, receivedAt: Date, previousSnoozes: Int, notification: BoundNotification? = nil) {
         responseID = UUID.timeOrdered(at: receivedAt)
         self.receivedAt = receivedAt
+        userInfoJSON = JSONValue.object(item.response.userInfo).jsonBytes
         self.notification = notification
         let response = item.response
         let decision = item.decision

@@ -49,8 +49,8 @@ extension APIContext {
                     }
                     respond(
                         replayed
-                            ? .json(200, stored.answer.body, headers: ["Idempotent-Replayed": "true"])
-                            : .json(202, stored.answer.body))
+                            ? .json(200, stored.answer.json, headers: ["Idempotent-Replayed": "true"])
+                            : .json(202, stored.answer.json))
                 }
             case .failure(let error):
                 respond(errors.response(for: error, request: request))
