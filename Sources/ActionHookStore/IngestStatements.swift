@@ -65,6 +65,9 @@ struct IngestStatements {
     /// every instance are told which apps have new follow-ups (delivered at commit).
     private var write: PostgresQuery {
         let count = entries.count
+        // The apps of the batch, each once: those still there are read once.
+        var apps = PostgresBinaryArray(.text, capacity: count * 16)
+        for app in Set(entries.map(\.item.appID)) { apps.append(app) }
         var position = PostgresBinaryArray(.int4, capacity: count * 8)
         var appID = PostgresBinaryArray(.text, capacity: count * 16)
         var id = PostgresBinaryArray(.uuid, capacity: count * 20)
@@ -163,8 +166,8 @@ struct IngestStatements {
                 action_identifier, category_identifier, notification_identifier, user_text, user_info,
                 device_token, client_response_id, responded_at, received_at, outcome, rule_id, subject, answer,
                 notification_id, recipient)
-            WHERE substr(current_setting('actionhook.ingest_guards', true), r.position, 1) = '1'
-                AND EXISTS (SELECT FROM apps a WHERE a.id = r.app_id)
+            WHERE substr((SELECT current_setting('actionhook.ingest_guards', true)), r.position, 1) = '1'
+                AND r.app_id = ANY (ARRAY(SELECT a.id FROM apps a WHERE a.id = ANY (\(apps)::text[])))
         ),
         keys AS (
             INSERT INTO idempotency_keys (app_id, key, response_id, request_hash, stored_at)
@@ -227,7 +230,7 @@ struct IngestStatements {
                 OFFSET 0
             ) AS q
             WHERE q.status IN ('pending', 'retrying')
-                AND substr(current_setting('actionhook.ingest_guards', true), k.position, 1) = '1'
+                AND substr((SELECT current_setting('actionhook.ingest_guards', true)), k.position, 1) = '1'
         ) AS s
         WHERE s.apps IS NOT NULL
         """ as PostgresQuery).prepared
@@ -240,16 +243,19 @@ struct IngestStatements {
     /// lookups anew costs more than running them at low load. Each prepared lookup has one index
     /// that matches all its keys (the test `plansSurviveGrowth` checks which); the idempotency lookup,
     /// which has two candidates and runs only after a replay, is planned each time.
-    static let planSettings =
-        ("""
-    SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
-        set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)
-    """ as PostgresQuery).prepared
+    /// The guards statement makes them too (``guards(locks:apps:)``), so a batch spends no statement on them.
+    static let planSettings = ("SELECT \(unsafeSQL: planSettingsExpression) AS settings" as PostgresQuery).prepared
+
+    private static let planSettingsExpression: StaticString = """
+        set_config('plan_cache_mode', 'force_generic_plan', true) || set_config('enable_seqscan', 'off', true)
+            || set_config('enable_hashjoin', 'off', true) || set_config('enable_mergejoin', 'off', true)
+        """
 
     /// Each item's guards, tried and never waited for: its key's advisory lock and its app's lock,
     /// shared (class 1, which the app's deletion takes exclusively), with its position and the
     /// transaction's clock. Records the positions where both held in the setting
-    /// `actionhook.ingest_guards`, which the writes read (see ``IngestStatements``).
+    /// `actionhook.ingest_guards`, which the writes read (see ``IngestStatements``), and makes the
+    /// ``planSettings`` for the statements after it (its own plan needs none).
     static func guards(locks: [String], apps: [String]) -> PostgresQuery {
         ("""
         WITH g AS MATERIALIZED (
@@ -260,7 +266,8 @@ struct IngestStatements {
         SELECT g.position, g.key_locked, g.app_locked, now() AS now,
             (SELECT set_config('actionhook.ingest_guards',
                 string_agg(CASE WHEN key_locked AND app_locked THEN '1' ELSE '0' END, '' ORDER BY position), true)
-            FROM g) AS guards
+            FROM g) AS guards,
+            (SELECT \(unsafeSQL: planSettingsExpression)) AS settings
         FROM g ORDER BY g.position
         """ as PostgresQuery).prepared
     }

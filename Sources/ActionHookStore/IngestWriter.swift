@@ -192,10 +192,10 @@ struct IngestTransaction {
         let writes = IngestStatements(entries: entries).statements
         let sentAt = Date()
         let rows = try database.pipelinedTransaction(
-            [IngestStatements.planSettings, guards(candidates)] + writes.queries)
-        let guardRows = rows[1]
+            [guards(candidates)] + writes.queries)
+        let guardRows = rows[0]
         if let now = try guardRows.first?.decode("now", as: Date.self) { clock.record(now, sentAt: sentAt) }
-        let written = Set(try rows[2 + writes.written].map { try $0.decode("position", as: Int.self) })
+        let written = Set(try rows[1 + writes.written].map { try $0.decode("position", as: Int.self) })
         for row in guardRows {
             let position: Int = try row.decode("position")
             let index = candidates[position - 1]
@@ -229,7 +229,6 @@ struct IngestTransaction {
         // The guards come first, in a statement of their own: each later statement reads with a
         // snapshot taken after them, so it sees whatever a previous holder committed.
         var reads = PipelinedReads()
-        _ = reads.add(IngestStatements.planSettings)
         let guards = reads.add(guards(candidates))
         let appsPresent = reads.add(IngestStatements.existingApps(apps))
         let storedResponses =
