@@ -27,6 +27,8 @@ GOALS = {
            ">=", 2.0, "x"),
     "P2b": ("ActionHook durable ingest / C reference on libmicrohttpd + libpq with group commit (same rows)", ">=",
             0.8, "x"),
+    "P2-mixed": ("as P2, 1 reply in 4 with a follow-up (ActionHook mixed / pgbench-p2-mixed)", ">=", 2.0, "x"),
+    "P2b-mixed": ("as P2b, 1 reply in 4 with a follow-up (ActionHook mixed / C reference mixed)", ">=", 0.8, "x"),
     "P3": ("ActionHook validation-only (422 before the database) / bare C libmicrohttpd", ">=", 0.8, "x"),
     "P4-half": ("ActionHook p99 latency at half of peak load", "<=", 5.0, "ms"),
     "P4-peak": ("ActionHook p99 latency at peak load", "<=", 25.0, "ms"),
@@ -39,9 +41,12 @@ ORDER = [
     ("pgbench-response", "pgbench: 1 response/transaction"),
     ("pgbench-response-followup", "pgbench: response + follow-up/transaction"),
     ("pgbench-p2", "pgbench: response + follow-up/transaction (P2 clients)"),
+    ("pgbench-p2-mixed", "pgbench: response, 1 in 4 + follow-up (P2 clients)"),
     ("peer", "peer: Hummingbird 2 + PostgresNIO"),
     ("reference", "C reference: libmicrohttpd + libpq, group commit"),
+    ("reference-mixed", "C reference, 1 reply in 4 with a follow-up"),
     ("actionhook", "ActionHook: durable ingest"),
+    ("actionhook-mixed", "ActionHook, 1 reply in 4 with a follow-up"),
     ("actionhook-reject", "ActionHook: 422 before the database"),
     ("actionhook-unauthorized", "ActionHook: 401 without a key (HTTP layer)"),
     ("actionhook-half", "ActionHook: paced at half of peak"),
@@ -51,6 +56,7 @@ ORDER = [
 REFERENCE = {
     "peer": "pgbench-response-followup",
     "reference": "pgbench-p2",
+    "reference-mixed": "pgbench-p2-mixed",
     "actionhook": "peer",
     "actionhook-reject": "bare",
     "actionhook-unauthorized": "bare",
@@ -243,6 +249,8 @@ def main():
         "P1": figure("P1", ratio("actionhook", "peer")),
         "P2": figure("P2", ratio("actionhook", "pgbench-p2")),
         "P2b": figure("P2b", ratio("actionhook", "reference")),
+        "P2-mixed": figure("P2-mixed", ratio("actionhook-mixed", "pgbench-p2-mixed")),
+        "P2b-mixed": figure("P2b-mixed", ratio("actionhook-mixed", "reference-mixed")),
         "P3": figure("P3", ratio("actionhook-reject", "bare")),
         "P4-half": figure("P4-half", get("actionhook-half", "p99_ms")),
         "P4-peak": figure("P4-peak", get("actionhook", "p99_ms")),
@@ -288,6 +296,9 @@ def main():
             note += f", {ratio('actionhook', 'pgbench-p2'):.2f}x pgbench-p2"
         if name == "actionhook" and ratio("actionhook", "reference") is not None:
             note += f", {ratio('actionhook', 'reference'):.2f}x reference"
+        if name == "actionhook-mixed":
+            note = ", ".join(f"{ratio(name, other):.2f}x {other}" for other in ("pgbench-p2-mixed", "reference-mixed")
+                             if ratio(name, other) is not None)
         if "target_rps" in result:
             note = f"target {result['target_rps']:,.0f} req/s"
         if name == "actionhook-soak" and result["rss"] and result["rss"]["drift_mib"] is not None:
@@ -326,7 +337,7 @@ def main():
 
     summary = " ".join(
         f"{key}={fmt(figures[key]['value'], 2)}"
-        for key in ("P1", "P2", "P2b", "P3", "P4-half", "P4-peak", "P5-peak", "P5-drift"))
+        for key in ("P1", "P2", "P2b", "P2-mixed", "P2b-mixed", "P3", "P4-half", "P4-peak", "P5-peak", "P5-drift"))
     if failing:
         print(f"bench: FAIL ({', '.join(failing)}) {summary}")
         return 1

@@ -16,6 +16,8 @@
 #                 requests as ActionHook and writes exactly its rows (response, idempotency key, follow-up)
 #                 with group commit, one statement per batch (P2b: the limit of this stack on this machine)
 #   actionhook    ActionHook's release build, the full ingest path on a realistic app (bench/setup-app.sh)
+#   *-mixed       reference-mixed, actionhook-mixed and pgbench-p2-mixed: the same with 1 reply in 4 making a
+#                 follow-up (an "accept"; the others a "maybe", recorded only), for P2-mixed and P2b-mixed
 #   actionhook-reject    a request ActionHook refuses with 422 before the database (P3)
 #   actionhook-unauthorized  the same body without a key, refused with 401 before parsing it: the
 #                        HTTP layer alone, to tell its cost from the validation's (no figure)
@@ -231,10 +233,11 @@ run_wrk() {
     done
 }
 
+# run_pgbench NAME "SCRIPT[@WEIGHT] ..." CLIENTS: each transaction runs one of the scripts, chosen by weight.
 run_pgbench() {
-    local name="$1" script="$2" clients="$3" phase
-    local common=(-h 127.0.0.1 -p "$pg_port" -U postgres -n -M prepared -c "$clients" -j "$wrk_threads"
-        -f "$bench_dir/pgbench/$script")
+    local name="$1" scripts="$2" clients="$3" phase script
+    local common=(-h 127.0.0.1 -p "$pg_port" -U postgres -n -M prepared -c "$clients" -j "$wrk_threads")
+    for script in $scripts; do common+=(-f "$bench_dir/pgbench/$script"); done
     reset_tables
     note_load "$name"
     for phase in warmup $(seq 1 "$runs"); do
@@ -323,6 +326,10 @@ if wants pgbench-p2; then
     log "--- pgbench: a response and its follow-up per transaction, $p2_clients clients (P2's reference)"
     run_pgbench pgbench-p2 response-followup.sql "$p2_clients"
 fi
+if wants pgbench-p2-mixed; then
+    log "--- pgbench: a response per transaction, 1 in 4 with its follow-up, $p2_clients clients (P2-mixed's reference)"
+    run_pgbench pgbench-p2-mixed "response.sql@3 response-followup.sql@1" "$p2_clients"
+fi
 
 if wants peer; then
     # The peer as a competent deployment would size it: each pool size of BENCH_PEER_POOLS is measured
@@ -350,7 +357,7 @@ if wants peer; then
     echo "$best_pool" >"$raw/peer.pool"
 fi
 
-if wants reference; then
+if wants reference || wants reference-mixed; then
     # The same database, schema and app as ActionHook's (its migrations and setup-app.sh ran above); the
     # reference loads the app's ingest key from api_keys.
     log "--- C reference: libmicrohttpd + libpq, group commit"
@@ -359,23 +366,41 @@ if wants reference; then
         2>"$raw/reference.log" &
     server_pid=$!
     wait_http "http://127.0.0.1:$reference_port/" any
-    run_wrk reference "http://127.0.0.1:$reference_port/v1/responses" BENCH_MODE=ingest BENCH_KEY="$ingest_key" \
-        BENCH_EXPECT=202
-    psql_bench -tAc "SELECT 'stored: ' || (SELECT count(*) FROM responses) || ' responses, ' ||
-        (SELECT count(*) FROM idempotency_keys) || ' keys, ' || (SELECT count(*) FROM followups) || ' follow-ups'" \
-        >"$raw/reference-rows.txt"
-    log "reference $(cat "$raw/reference-rows.txt")"
+    if wants reference; then
+        run_wrk reference "http://127.0.0.1:$reference_port/v1/responses" BENCH_MODE=ingest BENCH_KEY="$ingest_key" \
+            BENCH_EXPECT=202
+        psql_bench -tAc "SELECT 'stored: ' || (SELECT count(*) FROM responses) || ' responses, ' ||
+            (SELECT count(*) FROM idempotency_keys) || ' keys, ' || (SELECT count(*) FROM followups) || ' follow-ups'" \
+            >"$raw/reference-rows.txt"
+        log "reference $(cat "$raw/reference-rows.txt")"
+    fi
+    if wants reference-mixed; then
+        reset_tables
+        run_wrk reference-mixed "http://127.0.0.1:$reference_port/v1/responses" BENCH_MODE=mixed \
+            BENCH_KEY="$ingest_key" BENCH_EXPECT=202
+        log "reference-mixed stored: $(psql_bench -tAc "SELECT (SELECT count(*) FROM responses) || ' responses, ' ||
+            (SELECT count(*) FROM followups) || ' follow-ups'")"
+    fi
     stop_server
 fi
 
-if wants actionhook || wants actionhook-reject || wants actionhook-unauthorized || wants actionhook-half ||
-    wants actionhook-soak; then
+if wants actionhook || wants actionhook-mixed || wants actionhook-reject || wants actionhook-unauthorized ||
+    wants actionhook-half || wants actionhook-soak; then
     log "--- ActionHook (release)"
     reset_tables
     start_actionhook
     if wants actionhook; then
         run_wrk actionhook "http://127.0.0.1:$actionhook_port/v1/responses" \
             BENCH_MODE=ingest BENCH_KEY="$ingest_key" BENCH_EXPECT=202
+        log "actionhook stored: $(psql_bench -tAc "SELECT (SELECT count(*) FROM responses) || ' responses, ' ||
+            (SELECT count(*) FROM followups) || ' follow-ups'")"
+    fi
+    if wants actionhook-mixed; then
+        reset_tables
+        run_wrk actionhook-mixed "http://127.0.0.1:$actionhook_port/v1/responses" \
+            BENCH_MODE=mixed BENCH_KEY="$ingest_key" BENCH_EXPECT=202
+        log "actionhook-mixed stored: $(psql_bench -tAc "SELECT (SELECT count(*) FROM responses) || ' responses, ' ||
+            (SELECT count(*) FROM followups) || ' follow-ups'")"
     fi
     if wants actionhook-reject; then
         run_wrk actionhook-reject "http://127.0.0.1:$actionhook_port/v1/responses" \

@@ -121,10 +121,13 @@ public final class PostgresPool: @unchecked Sendable {
         return value
     }
 
-    /// Runs `queries` as one transaction in one round trip: `BEGIN`, the queries and `COMMIT` go out
-    /// as one pipeline (see ``PostgresConnection/pipeline(_:)``) on a pooled connection.
+    /// Runs `queries` as one transaction in one round trip: they go out as one pipeline (see
+    /// ``PostgresConnection/pipeline(_:)``) on a pooled connection, which the server runs as one
+    /// transaction, committed at the pipeline's end (its Sync message): no `BEGIN` and `COMMIT` to run.
+    /// The queries cannot be statements that need a transaction block (`SET LOCAL`, `LOCK`,
+    /// savepoints); `set_config(…, true)` and transaction-level advisory locks last to the commit.
     ///
-    /// If a query fails, the rest (and `COMMIT`) are skipped and the transaction is rolled back. A
+    /// If a query fails, the rest are skipped and the transaction is rolled back. A
     /// connection lost during the round trip leaves it unknown whether the transaction committed, so
     /// nothing is retried here: callers whose writes are fenced or leased may try again themselves.
     ///
@@ -133,8 +136,7 @@ public final class PostgresPool: @unchecked Sendable {
     public func pipelinedTransaction(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
         try withConnection { connection in
             do {
-                let rows = try connection.pipeline(["BEGIN"] + queries + ["COMMIT"])
-                return Array(rows.dropFirst().dropLast())
+                return try connection.pipeline(queries)
             } catch {
                 connection.rollbackIfOpen()
                 throw error

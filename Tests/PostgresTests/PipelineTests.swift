@@ -209,6 +209,20 @@ struct PipelineTests {
         #expect(try rows[2][0].decode("name", as: String.self) == "one-trip")
         #expect(try rows[2][0].decode("n", as: Int.self) == 2)
         #expect(try stored() == [1, 2])
+        // Without BEGIN and COMMIT, the pipeline is the transaction: its local setting and its advisory
+        // lock last from one statement to the next, and end with it.
+        let locks = try pool.pipelinedTransaction([
+            "SELECT pg_try_advisory_xact_lock(42) AS locked",
+            """
+            SELECT count(*)::int AS n FROM pg_locks
+            WHERE locktype = 'advisory' AND objid = 42 AND pid = pg_backend_pid() AND granted
+            """,
+            "SELECT current_setting('application_name') AS name",
+        ])
+        #expect(try locks[1][0].decode("n", as: Int.self) == 1)
+        #expect(try locks[2][0].decode("name", as: String.self) != "one-trip")
+        let released = try admin.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'")
+        #expect(try released[0].decode("n", as: Int.self) == 0)
 
         // A failing statement: the ones before it are rolled back, and the connection is usable after.
         #expect(throws: PostgresError.self) {
