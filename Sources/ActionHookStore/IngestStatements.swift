@@ -102,7 +102,7 @@ struct IngestStatements {
             userInfo.append(utf8: plan.userInfoJSON)
             deviceToken.append(response.deviceToken)
             clientResponseID.append(response.responseId)
-            respondedAt.append(response.respondedAt)
+            respondedAt.append(milliseconds: response.respondedAt)
             receivedAt.append(plan.receivedAt)
             outcome.append(plan.outcome.rawValue)
             ruleID.append(item.decision.rule?.id)
@@ -146,7 +146,7 @@ struct IngestStatements {
                 followUpDeviceToken.append(
                     followUp.channel == .apns ? followUp.payload.value(atPath: "deviceToken")?.stringValue : nil)
                 payload.append(utf8: planned.payloadJSON)
-                dueAt.append(planned.dueAt)
+                dueAt.append(milliseconds: planned.dueAt)
                 cancelled.append(cancelledInBatch.contains(planned.id))
                 kind.append(followUp.kind.rawValue)
                 followUpNotificationID.append(

@@ -13,7 +13,9 @@ import Synchronization
 /// one whose app is being deleted at that moment with ``StoreError/appBeingDeleted``.
 /// A snooze past `maxSnoozes` for the notification becomes `snooze_limit_reached` with no
 /// follow-ups; any other answer to a notification cancels its pending snooze re-deliveries.
-/// Times come from the database clock (`now()` is the transaction's start).
+/// Times come from the database's clock: read by the transaction (`now()`, its start) when the batch
+/// reads first, otherwise as the writer last read it (``DatabaseClock``), carried forward to the reply's
+/// receipt; the time planned is the time stored.
 public struct IngestWriter: Sendable {
     let pool: Database
     /// How long an idempotency key is kept: a key first stored longer ago than this is a new request.
@@ -83,29 +85,60 @@ public struct IngestWriter: Sendable {
 
 /// The database's clock as the writer last read it, carried forward by this machine's clock: a batch
 /// that needs nothing read before it is planned (the common one) is planned with this time and written
-/// in one round trip. Every transaction reads the database's clock again, and a reading older than
-/// ``freshFor`` is not used (the next batch then reads first), so the time planned follows the
-/// database's to within the time a statement takes to reach it.
+/// in one round trip.
+///
+/// Every transaction reads the database's clock (`now()`, its start) and this machine's just before it
+/// was sent. Each reading's offset between the two is the true offset plus however long the transaction
+/// took to start (a wait for a pooled connection, the network), so the smallest offset read lately is
+/// the closest: the offset used is the smallest of this window of ``freshFor`` and the one before (a
+/// clock that was stepped is followed within two windows). Without a reading for ``freshFor`` there is
+/// no estimate, and the next batch reads first. The time planned is then at most a transaction's start
+/// late, and replies received one after the other are planned in order.
 final class DatabaseClock: Sendable {
-    private let reading = Mutex<(offset: TimeInterval, readAt: ContinuousClock.Instant)?>(nil)
+    private struct Readings {
+        /// When the last reading came.
+        var readAt: ContinuousClock.Instant
+        /// When the current window started, and its smallest offset.
+        var windowStart: ContinuousClock.Instant
+        var windowOffset: TimeInterval
+        /// The previous window's smallest offset.
+        var previousOffset: TimeInterval?
 
-    /// How long a reading is used.
+        var offset: TimeInterval { min(windowOffset, previousOffset ?? windowOffset) }
+    }
+
+    private let readings = Mutex<Readings?>(nil)
+
+    /// How long a reading is used, and the length of a window.
     static let freshFor = Duration.seconds(10)
 
-    /// The database's time now, or nil without a fresh reading.
-    func now() -> Date? {
-        reading.withLock { reading in
-            guard let reading, reading.readAt.duration(to: .now) < Self.freshFor else { return nil }
-            return Date().addingTimeInterval(reading.offset)
+    /// The database's time at `date` of this machine's clock, or nil without a fresh reading.
+    func now(at date: Date = Date(), instant: ContinuousClock.Instant = .now) -> Date? {
+        readings.withLock { readings in
+            guard let readings, readings.readAt.duration(to: instant) < Self.freshFor else { return nil }
+            return date.addingTimeInterval(readings.offset)
         }
     }
 
     /// Records the database's time `databaseNow`, read by a transaction sent at `sentAt` (this machine's
-    /// clock). The transaction started after it was sent, so the time carried forward is at most that
-    /// late.
-    func record(_ databaseNow: Date, sentAt: Date) {
+    /// clock).
+    func record(_ databaseNow: Date, sentAt: Date, instant: ContinuousClock.Instant = .now) {
         let offset = databaseNow.timeIntervalSince(sentAt)
-        reading.withLock { $0 = (offset, .now) }
+        readings.withLock { readings in
+            guard var current = readings, current.readAt.duration(to: instant) < Self.freshFor else {
+                readings = Readings(readAt: instant, windowStart: instant, windowOffset: offset)
+                return
+            }
+            if current.windowStart.duration(to: instant) >= Self.freshFor {
+                current.previousOffset = current.windowOffset
+                current.windowStart = instant
+                current.windowOffset = offset
+            } else {
+                current.windowOffset = min(current.windowOffset, offset)
+            }
+            current.readAt = instant
+            readings = current
+        }
     }
 }
 

@@ -109,14 +109,22 @@ public struct PostgresBinaryArray: Sendable {
         body.append(value ? 1 : 0)
     }
 
-    /// Appends a `timestamptz` element, rounded to the millisecond (as the text form the service
-    /// writes everywhere else); `nil` is `NULL`.
+    /// Appends a `timestamptz` element, rounded to the microsecond (the type's precision); `nil` is `NULL`.
     public mutating func append(_ date: Date?) {
+        append(date.map { Int64(($0.timeIntervalSince1970 * 1_000_000).rounded()) })
+    }
+
+    /// Appends a `timestamptz` element rounded to the millisecond, as the service's RFC 3339 text has
+    /// it (a time the service also shows, stored as shown); `nil` is `NULL`.
+    public mutating func append(milliseconds date: Date?) {
+        append(date.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) * 1000 })
+    }
+
+    private mutating func append(_ unixMicroseconds: Int64?) {
         precondition(element == .timestamptz, "a timestamptz element in a \(element) array")
-        guard let date else { return appendNull() }
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        guard let unixMicroseconds else { return appendNull() }
         // PostgreSQL's epoch is 2000-01-01 00:00:00 UTC, 946,684,800 s after Unix's.
-        let microseconds = (milliseconds - 946_684_800_000) * 1000
+        let microseconds = unixMicroseconds - 946_684_800_000_000
         appendLength(8)
         withUnsafeBytes(of: microseconds.bigEndian) { body.append(contentsOf: $0) }
     }

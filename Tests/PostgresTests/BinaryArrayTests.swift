@@ -27,6 +27,11 @@ struct BinaryArrayTests {
         ]
         var timestamp = PostgresBinaryArray(.timestamptz)
         for value in dates { timestamp.append(value) }
+        // To the microsecond, or rounded to the millisecond.
+        var precise = PostgresBinaryArray(.timestamptz)
+        precise.append(Date(timeIntervalSince1970: 1_795_000_000.123456))
+        precise.append(milliseconds: Date(timeIntervalSince1970: 1_795_000_000.123456))
+        precise.append(milliseconds: Date(timeIntervalSince1970: -0.0004))
         var bytea = PostgresBinaryArray(.bytea)
         for value: [UInt8]? in [[0, 1, 255], nil, []] { bytea.append(bytes: value) }
         var jsonb = PostgresBinaryArray(.jsonb)
@@ -42,7 +47,9 @@ struct BinaryArrayTests {
                     (SELECT array_agg(to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') ORDER BY o)
                      FROM unnest(\(timestamp)::timestamptz[]) WITH ORDINALITY AS x(t, o))::text AS timestamptz,
                     \(bytea)::bytea[]::text AS bytea, \(jsonb)::jsonb[]::text AS jsonb, \(json)::json[]::text AS json,
-                    cardinality(\(text)::text[]) AS count
+                    cardinality(\(text)::text[]) AS count,
+                    (SELECT array_agg(to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') ORDER BY o)
+                     FROM unnest(\(precise)::timestamptz[]) WITH ORDINALITY AS x(t, o))::text AS precise
                 """
             if prepared { query = query.prepared }
             let row = try connection.pipeline([query])[0][0]
@@ -61,6 +68,9 @@ struct BinaryArrayTests {
             #expect(try row.decode("jsonb", as: String.self) == #"{"{\"a\": [true, null, \"x\"], \"b\": 1}",NULL}"#)
             #expect(try row.decode("json", as: String.self) == #"{"{\"b\": 1, \"a\": 2}"}"#)
             #expect(try row.decode("count", as: Int.self) == 4)
+            #expect(
+                try row.decode("precise", as: String.self)
+                    == #"{"2026-11-18 11:06:40.123456","2026-11-18 11:06:40.123000","1970-01-01 00:00:00.000000"}"#)
         }
     }
 
