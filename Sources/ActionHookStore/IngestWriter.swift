@@ -92,8 +92,11 @@ public struct IngestWriter: Sendable {
 /// took to start (a wait for a pooled connection, the network), so the smallest offset read lately is
 /// the closest: the offset used is the smallest of this window of ``freshFor`` and the one before (a
 /// clock that was stepped is followed within two windows). Without a reading for ``freshFor`` there is
-/// no estimate, and the next batch reads first. The time planned is then at most a transaction's start
-/// late, and replies received one after the other are planned in order.
+/// no estimate, and the next batch reads first.
+///
+/// The receipt times it gives out (``now(at:instant:)``, ``issue(_:)``) only go forward, each at least a
+/// microsecond after the one before, whether estimated or read: an estimate can be late by a
+/// transaction's start, and a better reading must not give a later reply an earlier time.
 final class DatabaseClock: Sendable {
     private struct Readings {
         /// When the last reading came.
@@ -107,26 +110,45 @@ final class DatabaseClock: Sendable {
         var offset: TimeInterval { min(windowOffset, previousOffset ?? windowOffset) }
     }
 
-    private let readings = Mutex<Readings?>(nil)
+    private struct State {
+        var readings: Readings?
+        /// The last time given out, in microseconds since 1970.
+        var issued: Int64 = .min
+
+        mutating func issue(_ time: Date) -> Date {
+            issued = max(Int64((time.timeIntervalSince1970 * 1_000_000).rounded()), issued &+ 1)
+            return Date(timeIntervalSince1970: Double(issued) / 1_000_000)
+        }
+    }
+
+    private let state = Mutex(State())
 
     /// How long a reading is used, and the length of a window.
     static let freshFor = Duration.seconds(10)
 
-    /// The database's time at `date` of this machine's clock, or nil without a fresh reading.
+    /// A receipt time: the database's time at `date` of this machine's clock, or nil without a fresh reading.
     func now(at date: Date = Date(), instant: ContinuousClock.Instant = .now) -> Date? {
-        readings.withLock { readings in
-            guard let readings, readings.readAt.duration(to: instant) < Self.freshFor else { return nil }
-            return date.addingTimeInterval(readings.offset)
+        state.withLock { state in
+            guard let readings = state.readings, readings.readAt.duration(to: instant) < Self.freshFor else {
+                return nil
+            }
+            return state.issue(date.addingTimeInterval(readings.offset))
         }
+    }
+
+    /// A receipt time read from the database (a transaction's `now()`): `time`, or just after the last
+    /// time given out.
+    func issue(_ time: Date) -> Date {
+        state.withLock { $0.issue(time) }
     }
 
     /// Records the database's time `databaseNow`, read by a transaction sent at `sentAt` (this machine's
     /// clock).
     func record(_ databaseNow: Date, sentAt: Date, instant: ContinuousClock.Instant = .now) {
         let offset = databaseNow.timeIntervalSince(sentAt)
-        readings.withLock { readings in
-            guard var current = readings, current.readAt.duration(to: instant) < Self.freshFor else {
-                readings = Readings(readAt: instant, windowStart: instant, windowOffset: offset)
+        state.withLock { state in
+            guard var current = state.readings, current.readAt.duration(to: instant) < Self.freshFor else {
+                state.readings = Readings(readAt: instant, windowStart: instant, windowOffset: offset)
                 return
             }
             if current.windowStart.duration(to: instant) >= Self.freshFor {
@@ -137,7 +159,7 @@ final class DatabaseClock: Sendable {
                 current.windowOffset = min(current.windowOffset, offset)
             }
             current.readAt = instant
-            readings = current
+            state.readings = current
         }
     }
 }
@@ -196,11 +218,15 @@ struct IngestTransaction {
         let snoozing = candidates.contains { items[$0].decision.snoozes && Self.notification(items[$0]) != nil }
         if !lookingUp, keyed.isEmpty, !snoozing {
             // Planned on receipt, or now with the clock as last read.
-            let receivedAt = clock.now()
-            if receivedAt != nil || candidates.allSatisfy({ items[$0].plan != nil }) {
-                let plans = candidates.map { index in
-                    items[index].plan ?? IngestPlan(items[index], receivedAt: receivedAt!, previousSnoozes: 0)
-                }
+            var plans: [IngestPlan] = []
+            for index in candidates {
+                guard
+                    let plan = items[index].plan
+                        ?? clock.now().map({ IngestPlan(items[index], receivedAt: $0, previousSnoozes: 0) })
+                else { break }
+                plans.append(plan)
+            }
+            if plans.count == candidates.count {
                 return try runInOneRoundTrip(candidates, plans: plans, results: results, on: database)
             }
         }
@@ -348,7 +374,8 @@ struct IngestTransaction {
             }
             var sent = bound[index]
             if let id = sent?.id, answeredInBatch.contains(id) { sent?.answered = true }
-            let plan = IngestPlan(item, receivedAt: receivedAt, previousSnoozes: previous, notification: sent)
+            let plan = IngestPlan(
+                item, receivedAt: clock.issue(receivedAt), previousSnoozes: previous, notification: sent)
             if plan.answersNotification, let id = sent?.id { answeredInBatch.insert(id) }
             if plan.outcome == .snoozed, let notification { snoozesInBatch[notification, default: 0] += 1 }
             entries.append((position, item, plan))

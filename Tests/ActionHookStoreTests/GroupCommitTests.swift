@@ -78,7 +78,9 @@ struct GroupCommitTests {
         #expect(writer.clock.now() == nil)
         if warm {
             _ = try api.createApp("warm-app")
-            guard case .success(.created) = writer.ingest(batch: [try item(app: "warm-app", key: "warm")])[0] else {
+            // A key of its own: tests run side by side, and advisory locks are the database's, not the schema's.
+            let key = "warm-\(UUID())"
+            guard case .success(.created) = writer.ingest(batch: [try item(app: "warm-app", key: key)])[0] else {
                 Issue.record("the warming batch was not stored")
                 return writer
             }
@@ -92,15 +94,16 @@ struct GroupCommitTests {
         arguments: [false, true])
     func idempotencyWithinABatch(warm: Bool) throws {
         let api = try TestAPI()
-        _ = try api.createApp("dup-app")
+        let dupApp = "dup-app-\(warm)"
+        _ = try api.createApp(dupApp)
         let writer = try writer(api, warm: warm)
         let results = writer.ingest(batch: [
-            try item(app: "dup-app", key: "a"), try item(app: "dup-app", key: "a"),
-            try item(app: "dup-app", key: "b"), try item(app: "dup-app", key: "a", text: "other"),
+            try item(app: "dup-app-\(warm)", key: "a"), try item(app: "dup-app-\(warm)", key: "a"),
+            try item(app: "dup-app-\(warm)", key: "b"), try item(app: "dup-app-\(warm)", key: "a", text: "other"),
         ])
         #expect(results.count == 4)
         guard case .success(.created(let first)) = results[0] else {
-            Issue.record("the first item was not created")
+            Issue.record("the first item was not created: \(results)")
             return
         }
         for index in [1, 3] {
@@ -114,14 +117,16 @@ struct GroupCommitTests {
             Issue.record("item b was not created")
             return
         }
-        let again = writer.ingest(batch: [try item(app: "dup-app", key: "a"), try item(app: "dup-app", key: "c")])
+        let again = writer.ingest(batch: [
+            try item(app: "dup-app-\(warm)", key: "a"), try item(app: "dup-app-\(warm)", key: "c"),
+        ])
         guard case .success(.replayed(let replayed)) = again[0] else {
             Issue.record("a stored key was not replayed")
             return
         }
         #expect(replayed == first)
         let reused = writer.ingest(batch: [
-            try item(app: "dup-app", key: "a", text: "changed"), try item(app: "dup-app", key: "d"),
+            try item(app: "dup-app-\(warm)", key: "a", text: "changed"), try item(app: "dup-app-\(warm)", key: "d"),
         ])
         guard case .failure(let error) = reused[0] else {
             Issue.record("a reused key with another body succeeded")
@@ -132,7 +137,7 @@ struct GroupCommitTests {
             Issue.record("the batch-mate of a reused key was not created")
             return
         }
-        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'dup-app'") == 4)
+        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = \(dupApp)") == 4)
     }
 
     @Test("a row the database refuses does not fail its batch-mates")
@@ -163,15 +168,16 @@ struct GroupCommitTests {
         arguments: [false, true])
     func appGoneMidBatch(warm: Bool) throws {
         let api = try TestAPI()
-        _ = try api.createApp("staying-app")
-        _ = try api.createApp("leaving-app")
+        let (stayingApp, leavingApp) = ("staying-app-\(warm)", "leaving-app-\(warm)")
+        _ = try api.createApp(stayingApp)
+        _ = try api.createApp(leavingApp)
         let writer = try writer(api, warm: warm)
         // While the app's deletion holds its lock, the app's items are refused for a retry.
         let deletion = try PostgresConnection(configuration: api.database.configuration)
         try deletion.execute("BEGIN")
-        try deletion.execute("SELECT pg_advisory_xact_lock(1, actionhook_app_lock_key('leaving-app'))")
+        try deletion.execute("SELECT pg_advisory_xact_lock(1, actionhook_app_lock_key(\(leavingApp)))")
         let during = writer.ingest(batch: [
-            try item(app: "leaving-app", key: "1"), try item(app: "staying-app", key: "1"),
+            try item(app: "leaving-app-\(warm)", key: "1"), try item(app: "staying-app-\(warm)", key: "1"),
         ])
         guard case .failure(let refused) = during[0], case .success(.created) = during[1] else {
             Issue.record("unexpected results while deleting: \(during)")
@@ -180,17 +186,17 @@ struct GroupCommitTests {
         #expect(refused as? StoreError == .appBeingDeleted)
         try deletion.execute("ROLLBACK")
 
-        #expect(try AppStore(pool: api.pool).delete("leaving-app"))
+        #expect(try AppStore(pool: api.pool).delete("leaving-app-\(warm)"))
         let after = writer.ingest(batch: [
-            try item(app: "leaving-app", key: "2"), try item(app: "staying-app", key: "2"),
+            try item(app: "leaving-app-\(warm)", key: "2"), try item(app: "staying-app-\(warm)", key: "2"),
         ])
         guard case .failure(let gone) = after[0], case .success(.created) = after[1] else {
             Issue.record("unexpected results after deleting: \(after)")
             return
         }
         #expect(gone as? StoreError == .appDeleted)
-        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'leaving-app'") == 0)
-        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'staying-app'") == 2)
+        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = \(leavingApp)") == 0)
+        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = \(stayingApp)") == 2)
     }
 
     @Test("deleting an app deletes its responses, follow-ups and delivery attempts, and nothing of another app")
@@ -358,9 +364,9 @@ struct GroupCommitTests {
         arguments: [false, true])
     func answerCancelsSnooze(warm: Bool) throws {
         let api = try TestAPI()
-        _ = try api.createApp("timer-app")
+        _ = try api.createApp("timer-app-\(warm)")
         let snoozed = IngestWriter(pool: api.pool).ingest(batch: [
-            try item(app: "timer-app", key: "s1", action: "SNOOZE_ACTION", rule: Self.snoozeRule)
+            try item(app: "timer-app-\(warm)", key: "s1", action: "SNOOZE_ACTION", rule: Self.snoozeRule)
         ])
         guard case .success(.created) = snoozed[0] else {
             Issue.record("the snooze was not stored: \(snoozed)")
@@ -371,11 +377,11 @@ struct GroupCommitTests {
         // Another transaction holds the key "busy" (the same request on another connection).
         let other = try PostgresConnection(configuration: api.database.configuration)
         try other.execute("BEGIN")
-        let lock = AppScoped(appID: "timer-app", name: "busy").lockText
+        let lock = AppScoped(appID: "timer-app-\(warm)", name: "busy").lockText
         try other.execute("SELECT pg_advisory_xact_lock(hashtextextended(\(lock), 0))")
         let results = writer.ingest(batch: [
-            try item(app: "timer-app", key: "busy", rule: Self.stopRule),
-            try item(app: "timer-app", key: "r1", rule: Self.stopRule),
+            try item(app: "timer-app-\(warm)", key: "busy", rule: Self.stopRule),
+            try item(app: "timer-app-\(warm)", key: "r1", rule: Self.stopRule),
         ])
         try other.execute("ROLLBACK")
         guard case .failure(let error) = results[0], case .success(.created(let answer)) = results[1] else {
