@@ -50,7 +50,7 @@ public final class ReplyQueue: @unchecked Sendable {
     /// Where damaged files are moved.
     public var damagedDirectory: URL { directory.appendingPathComponent("damaged", isDirectory: true) }
 
-    private struct Index {
+    struct Index {
         /// Known names by sequence, oldest first, from `start` on.
         var sequences: [UInt64] = []
         var start = 0
@@ -64,9 +64,12 @@ public final class ReplyQueue: @unchecked Sendable {
         var first: UInt64? { start < sequences.count ? sequences[start] : nil }
 
         mutating func append(_ sequence: UInt64) {
-            if let last = sequences.last, last > sequence, count > 0 {
-                // Only a sequence from another process can be older than the newest known one.
-                let position = sequences[start...].firstIndex { $0 > sequence } ?? sequences.endIndex
+            if let last = sequences.last, last >= sequence, count > 0 {
+                // Only a sequence from another process can be older than the newest known one; and the folder
+                // may have been listed again between this process's link and this call (another thread saw it
+                // changed), with the new name in it already.
+                let position = sequences[start...].firstIndex { $0 >= sequence } ?? sequences.endIndex
+                if position < sequences.endIndex && sequences[position] == sequence { return }
                 sequences.insert(sequence, at: position)
             } else {
                 sequences.append(sequence)

@@ -1,11 +1,28 @@
-import ActionHookKit
 import Foundation
 import Testing
+
+@testable import ActionHookKit
 
 @Suite("The on-device queue: durable, ordered, capped, sent once each")
 struct QueueTests {
     static func reply(_ action: String, category: String? = nil, respondedAt: Date = Date()) -> Reply {
         Reply(actionIdentifier: action, categoryIdentifier: category, respondedAt: respondedAt)
+    }
+
+    @Test("a name listed again before its own append is noted is counted once; another process's older one goes in order")
+    func indexAppendAfterRelist() {
+        var index = ReplyQueue.Index()
+        index.append(10)
+        // Another thread listed the folder between this process's link of 20 and its note of it.
+        index.replace(with: [10, 20])
+        index.append(20)
+        #expect(index.count == 2)
+        index.append(15)
+        index.append(30)
+        #expect(index.sequences == [10, 15, 20, 30])
+        index.remove(10)
+        index.append(15)
+        #expect(index.count == 3)
     }
 
     @Test("a reply is on disk when forward returns, before the completion handler runs; nothing is sent while the server is unreachable")
