@@ -243,9 +243,7 @@ struct IngestStatements {
     /// lookups anew costs more than running them at low load. Each prepared lookup has one index
     /// that matches all its keys (the test `plansSurviveGrowth` checks which); the idempotency lookup,
     /// which has two candidates and runs only after a replay, is planned each time.
-    /// The guards statement makes them too (``guards(locks:apps:)``), so a batch spends no statement on them.
-    static let planSettings = ("SELECT \(unsafeSQL: planSettingsExpression) AS settings" as PostgresQuery).prepared
-
+    /// The guards statement makes them (``guards(locks:apps:)``), so a batch spends no statement on them.
     private static let planSettingsExpression: StaticString = """
         set_config('plan_cache_mode', 'force_generic_plan', true) || set_config('enable_seqscan', 'off', true)
             || set_config('enable_hashjoin', 'off', true) || set_config('enable_mergejoin', 'off', true)
@@ -255,7 +253,7 @@ struct IngestStatements {
     /// shared (class 1, which the app's deletion takes exclusively), with its position and the
     /// transaction's clock. Records the positions where both held in the setting
     /// `actionhook.ingest_guards`, which the writes read (see ``IngestStatements``), and makes the
-    /// ``planSettings`` for the statements after it (its own plan needs none).
+    /// plan settings (``planSettingsExpression``) for the statements after it (its own plan needs none).
     static func guards(locks: [String], apps: [String]) -> PostgresQuery {
         ("""
         WITH g AS MATERIALIZED (

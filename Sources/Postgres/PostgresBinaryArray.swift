@@ -68,17 +68,17 @@ public struct PostgresBinaryArray: Sendable {
     public mutating func append(_ text: String?) {
         precondition(element == .text || element == .json || element == .jsonb, "a text element in a \(element) array")
         guard var text else { return appendNull() }
-        let version = element == .jsonb ? 1 : 0
-        text.withUTF8 { bytes in
-            appendLength(Int32(bytes.count + version))
-            if version == 1 { body.append(1) }
-            body.append(contentsOf: bytes)
-        }
+        text.withUTF8 { appendText(UnsafeRawBufferPointer($0)) }
     }
 
     /// Appends a `text`, `json` or `jsonb` element from UTF-8 bytes.
     public mutating func append(utf8 bytes: [UInt8]) {
+        bytes.withUnsafeBytes { appendText($0) }
+    }
+
+    private mutating func appendText(_ bytes: UnsafeRawBufferPointer) {
         precondition(element == .text || element == .json || element == .jsonb, "a text element in a \(element) array")
+        // jsonb's binary form is its version, 1, and the text.
         let version = element == .jsonb ? 1 : 0
         appendLength(Int32(bytes.count + version))
         if version == 1 { body.append(1) }

@@ -299,7 +299,8 @@ struct GroupCommitTests {
         // Each lookup's plan is made and cached while the tables are empty.
         let connection = try PostgresConnection(configuration: api.database.configuration)
         try connection.execute("BEGIN")
-        _ = try connection.query(IngestStatements.planSettings)
+        // The settings, as an ingest transaction makes them: with its guards.
+        _ = try connection.query(IngestStatements.guards(locks: ["plan-app\u{1F}k"], apps: ["plan-app"]))
         for (index, lookup) in lookups.enumerated() {
             try connection.execute(PostgresQuery(unsafeSQL: "PREPARE lookup_\(index) AS \(lookup.query.sql)"))
             _ = try plan(connection, index)

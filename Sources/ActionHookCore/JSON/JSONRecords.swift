@@ -79,14 +79,6 @@ public struct JSONRecords {
         bytes.append(UInt8(ascii: "\""))
     }
 
-    /// A byte-string member as lower-case hex text (for `decode(…, 'hex')`).
-    public mutating func addHex(_ name: StaticString, _ value: [UInt8]) {
-        self.name(name)
-        bytes.append(UInt8(ascii: "\""))
-        Hex.append(value, to: &bytes)
-        bytes.append(UInt8(ascii: "\""))
-    }
-
     /// The JSON text of the array.
     public var text: String {
         String(unsafeUninitializedCapacity: bytes.count + 1) { buffer in
