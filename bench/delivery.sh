@@ -22,6 +22,9 @@
 #               4 connections: pushes per second from the first send's commit to the last push's end (the
 #               database's clock), against
 #               the apns drain of this run (the same pushes written straight into the outbox)
+#   largest     the largest send the limits allow (1,000 devices, 19 reminders each over 10 steps: 20,000 rows,
+#               pushes near 4 KB), BENCH_RUNS times: the 202's time (median; goal within the 1 s database
+#               deadline) and the service's peak resident memory over what it had before (goal at most 64 MiB)
 #   steps       BENCH_STEP_SENDS sends of one device, each with 10 no-reply steps of one webhook (after
 #               30, 35, ... 75 s): BENCH_STEP_SENDS × 10 pending steps fired from the database clock, firing
 #               lateness p50/p99/max (the first attempt's start minus the due time it was claimed for, as
@@ -39,7 +42,7 @@
 # Environment: BENCH_IDLE_SECONDS (15), BENCH_DELIVERIES (20000), BENCH_RUNS (3), BENCH_CONNECTIONS (64), BENCH_GOAL (10000),
 # BENCH_LOAD_SECONDS (60), BENCH_SNOOZES (2000), BENCH_SNOOZE_DELAY (2), BENCH_LATENESS_GOAL_MS (50),
 # BENCH_SENDS (20), BENCH_STEP_SENDS (10000), BENCH_HISTORY_ROWS (10000000),
-# BENCH_WORKER_CONCURRENCY (256, the service's default), BENCH_PHASES ("idle webhook apns send load steps snooze history"),
+# BENCH_WORKER_CONCURRENCY (256, the service's default), BENCH_PHASES ("idle webhook apns send largest load steps snooze history"),
 # BENCH_PG_PORT (55433), BENCH_BINARY (another actionhook binary, e.g. to compare builds), BENCH_SKIP_BUILD=1,
 # BENCH_ALLOW_FAIL=1, BENCH_KEEP_WORK=1 (keep the logs).
 set -euo pipefail
@@ -56,7 +59,7 @@ snoozes="${BENCH_SNOOZES:-2000}"
 snooze_delay="${BENCH_SNOOZE_DELAY:-2}"
 lateness_goal_ms="${BENCH_LATENESS_GOAL_MS:-50}"
 concurrency="${BENCH_WORKER_CONCURRENCY:-256}"
-phases=" ${BENCH_PHASES:-idle webhook apns send load steps snooze history} "
+phases=" ${BENCH_PHASES:-idle webhook apns send largest load steps snooze history} "
 sends="${BENCH_SENDS:-20}"
 step_sends="${BENCH_STEP_SENDS:-10000}"
 history_rows="${BENCH_HISTORY_ROWS:-10000000}"
@@ -366,6 +369,48 @@ print(json.dumps({"to": [{"deviceToken": "%064x" % n, "recipient": "user-%d" % (
     [[ "$send_median" -ge "$goal" ]] || failures+=("sends: $send_median pushes/s < $goal/s")
 fi
 
+if [[ "$phases" == *" largest "* ]]; then
+    # Quality P12: the largest send the limits allow, 1,000 devices and 19 reminders each over 10 no-reply
+    # steps (20,000 outbox rows), with a push near APNs's 4,096 bytes: answered within the database deadline
+    # (ACTIONHOOK_DB_DEADLINE_MS, 1 s by default) with at most 64 MiB more than the service's resident memory
+    # before it (its peak, VmHWM, reset just before the send). The worker delivers them afterwards.
+    log "the largest send: 1,000 devices x 10 steps (20,000 outbox rows), BENCH_RUNS times"
+    largest_key="$(admin POST /v1/apps/bench/keys '{"scope": "send"}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["secret"])')"
+    python3 -c 'import json
+steps = [{"afterSeconds": 3600 * (n + 1), "followUps": [{"type": "remind"}] * (1 if n == 9 else 2)} for n in range(10)]
+print(json.dumps({"to": [{"deviceToken": "%064x" % n, "recipient": "user-%d" % n} for n in range(1, 1001)],
+                  "aps": {"alert": {"title": "Rooftop party", "body": "Friday at 8. " * 230}, "sound": "default"},
+                  "ttlSeconds": 3 * 86400, "onNoReply": steps}))' >"$work/largest.json"
+    largest_times=()
+    largest_rss=()
+    for run in $(seq "$runs"); do
+        psql_ -c "TRUNCATE delivery_attempts, followups, responses, notifications"
+        rss_before="$(awk '/^VmRSS:/ { print $2 }' "/proc/$service_pid/status")"
+        echo 5 >"/proc/$service_pid/clear_refs"
+        answer="$(curl -sS -o "$work/largest-answer.json" -w '%{http_code} %{time_total}' -X POST \
+            -H "Authorization: Bearer $largest_key" -H "Content-Type: application/json" \
+            -H "Idempotency-Key: largest-$run-$(date +%s%N)" --data-binary @"$work/largest.json" \
+            "http://127.0.0.1:$service_port/v1/apps/bench/notifications")"
+        peak="$(awk '/^VmHWM:/ { print $2 }' "/proc/$service_pid/status")"
+        rows="$(psql_ -c "SELECT count(*) FROM followups")"
+        [[ "${answer%% *}" == 202 && "$rows" == 20000 ]] || {
+            log "largest send run $run: answered ${answer%% *} with $rows rows: $(head -c 300 "$work/largest-answer.json")"
+            exit 1
+        }
+        seconds="${answer#* }"
+        extra_mib="$(echo "scale=1; ($peak - $rss_before) / 1024" | bc)"
+        log "largest send run $run: 202 after ${seconds}s, peak RSS +${extra_mib} MiB (from $((rss_before / 1024)) MiB)"
+        largest_times+=("$(echo "$seconds * 1000 / 1" | bc)")
+        largest_rss+=("$extra_mib")
+    done
+    largest_ms="$(median "${largest_times[@]}")"
+    largest_mib="$(printf '%s\n' "${largest_rss[@]}" | sort -n | tail -n 1)"
+    summary+=("$(printf '%-34s %12s   (the 202; peak RSS +%s MiB at most, of %s runs)' "largest send (ms)" "$largest_ms" "$largest_mib" "$runs")")
+    [[ "$largest_ms" -le 1000 ]] || failures+=("largest send answered after $largest_ms ms > 1000 ms")
+    [[ "$(echo "$largest_mib <= 64" | bc)" == 1 ]] || failures+=("largest send: peak RSS +$largest_mib MiB > 64 MiB")
+    psql_ -c "TRUNCATE delivery_attempts, followups, responses, notifications"
+fi
+
 if [[ "$phases" == *" load "* ]]; then
     log "full ingest load for ${load_seconds}s, 1 reply in 4 making a webhook follow-up"
     ingest_key="$(bash bench/setup-app.sh "http://127.0.0.1:$service_port" "$admin_token" load)"
@@ -431,8 +476,18 @@ if [[ "$phases" == *" snooze "* ]]; then
     admin POST /v1/apps/snooze/rules "{\"id\": \"timer-snooze\", \"match\": {\"category\": \"TIMER_EXPIRED\", \"action\": \"snooze\"},
         \"handler\": {\"type\": \"snooze\", \"delaySeconds\": $snooze_delay, \"maxSnoozes\": 10}}" >/dev/null
     psql_ -c "TRUNCATE delivery_attempts, followups, responses"
+    # A snooze re-sends only a push ActionHook sent the device: one notification sent to it first, which
+    # every snooze answers (each under its own notificationIdentifier, so none reaches maxSnoozes).
+    snooze_server_key="$(admin POST /v1/apps/snooze/keys '{"scope": "send"}' |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["secret"])')"
+    snooze_notification="$(curl -sS -X POST -H "Authorization: Bearer $snooze_server_key" \
+        -H "Content-Type: application/json" --data-binary \
+        "{\"to\": [\"$device_token\"], \"category\": \"TIMER_EXPIRED\", \"aps\": {\"alert\": \"Tea\"}, \"ttlSeconds\": 3600}" \
+        "http://127.0.0.1:$service_port/v1/apps/snooze/notifications" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')"
     seconds=$(((snoozes + 99) / 100))
     BENCH_MODE=snooze BENCH_TOKEN="$device_token" BENCH_KEY="$snooze_key" BENCH_EXPECT=202 BENCH_RATE=100 \
+        BENCH_NOTIFICATION="$snooze_notification" \
         BENCH_THREADS=1 BENCH_OUT="$work/snooze.json" wrk -t1 -c4 -d"${seconds}s" --timeout 10s \
         -s bench/lua/ingest.lua "http://127.0.0.1:$service_port/v1/responses" >"$work/snooze.out" 2>&1
     for _ in $(seq 600); do
@@ -447,7 +502,7 @@ if [[ "$phases" == *" snooze "* ]]; then
             round(1000 * max(extract(epoch FROM a.started_at - a.due_at))),
             round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM a.finished_at - a.due_at)))
         FROM followups f JOIN delivery_attempts a ON a.app_id = f.app_id AND a.followup_id = f.id AND a.attempt = 1
-        WHERE f.app_id = 'snooze'")
+        WHERE f.app_id = 'snooze' AND f.is_snooze")
     answered="$(psql_ -c "SELECT count(*) FROM responses WHERE app_id = 'snooze' AND outcome = 'snoozed'")"
     log "snooze: $answered snoozed, $fired_count fired ($not_delivered not delivered, $early early); lateness p50 ${p50} ms, p99 ${p99} ms, max ${max} ms; answered p99 ${answered_p99} ms"
     summary+=("$(printf '%-34s %12s   (p50 %s ms, max %s ms; %s of %s fired, %s early)' "snooze firing lateness p99 (ms)" "$p99" "$p50" "$max" "$fired_count" "$answered" "$early")")

@@ -655,6 +655,10 @@ scenario_R6() {
 print(json.dumps({"teamId": "TEAM123456", "keyId": "KEYID12345", "privateKey": open(sys.argv[1]).read(),
                   "topic": "com.example.faults", "environment": "sandbox"}))' "$tls/authkey.p8")"
     create_app r6 "http://127.0.0.1:$(receiver_port 0)/unused" "\"apns\": $apns"
+    # Each snooze answers a notification sent through ActionHook to its device: only such a push is re-sent.
+    admin PUT /v1/apps/r6/categories/timer '{"actions": [{"identifier": "snooze", "title": "Snooze"}]}' >/dev/null
+    local server_key
+    server_key="$(admin POST /v1/apps/r6/keys '{"scope": "send"}' | json_field '["secret"]')"
     local delay
     for delay in ${r6_delays//,/ }; do
         admin POST /v1/apps/r6/rules "{\"id\": \"snooze-$delay\", \"match\": {\"action\": \"snooze-$delay\"},
@@ -662,8 +666,9 @@ print(json.dumps({"teamId": "TEAM123456", "keyId": "KEYID12345", "privateKey": o
     done
 
     log "R6: $r6_snoozes snoozes of ${r6_delays//,/, } s at $r6_rate/s; then every instance restarted, one after the other"
-    ingest r6_sent --kind snooze --snooze-delays "$r6_delays" --count "$r6_snoozes" --rate "$r6_rate" \
-        --concurrency 8 --key-prefix r6 >"$scenario_dir/ingest.json"
+    FAULTS_SERVER_KEY="$server_key" ingest r6_sent --kind snooze --snooze-delays "$r6_delays" --count "$r6_snoozes" \
+        --rate "$r6_rate" --concurrency 8 --key-prefix r6 \
+        --send-url "http://127.0.0.1:$(service_port 0)/v1/apps/r6/notifications" >"$scenario_dir/ingest.json"
     note R6 "clients: $(cat "$scenario_dir/ingest.json")"
     local pending
     pending="$(sql -c "SELECT count(*) FROM followups WHERE is_snooze AND status = 'pending'")"
@@ -698,8 +703,14 @@ print(json.dumps({"teamId": "TEAM123456", "keyId": "KEYID12345", "privateKey": o
         SELECT 1 FROM r6_pushes p WHERE p.id = s.id AND p.status = 200)")" == 0
     check R6 "re-notifications sent twice (apns-id seen > once)" "$(sql -c "SELECT count(*) FROM (
         SELECT id FROM r6_pushes GROUP BY id HAVING count(*) > 1) AS d")" == 0
-    check R6 "pushes that are not a scheduled snooze" "$(sql -c "SELECT count(*) FROM r6_pushes p
-        WHERE NOT EXISTS (SELECT 1 FROM r6_snoozes s WHERE s.id = p.id)")" == 0
+    check R6 "pushes that are neither a send's push nor a scheduled snooze" "$(sql -c "SELECT count(*) FROM r6_pushes p
+        WHERE NOT EXISTS (SELECT 1 FROM r6_snoozes s WHERE s.id = p.id)
+            AND NOT EXISTS (SELECT 1 FROM followups f WHERE f.kind = 'push' AND f.id::text = p.id)")" == 0
+    check R6 "re-notifications unlike the push the device was sent" "$(sql -c "SELECT count(*) FROM followups s
+        JOIN responses r ON r.id = s.response_id
+        JOIN followups p ON p.kind = 'push' AND p.notification_id = r.notification_id
+        WHERE s.is_snooze AND (s.payload -> 'payload' IS DISTINCT FROM p.payload -> 'payload'
+            OR s.device_token IS DISTINCT FROM p.device_token)")" == 0
     check R6 "re-notifications dead" "$(sql -c "SELECT count(*) FROM r6_snoozes WHERE status = 'dead'")" == 0
     check R6 "pushes refused TooManyProviderTokenUpdates" "$(sql -c "
         SELECT count(*) FROM r6_apns WHERE line ->> 'reason' = 'TooManyProviderTokenUpdates'")" == 0

@@ -1,4 +1,5 @@
 import ActionHookCore
+import Foundation
 import Postgres
 
 extension StoreError {
@@ -52,17 +53,71 @@ struct Database: Sendable {
 
     /// ``PostgresPool/pipelinedTransaction(_:)``.
     func pipelinedTransaction(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
-        try StoreError.translatingUnavailable {
-            try creatingMissingPartitions { try pool.pipelinedTransaction(queries) }
-        }
+        try StoreError.translatingUnavailable { try uncheckedPipelinedTransaction(queries) }
     }
 
     /// ``PostgresPool/pipelinedTransaction(_:)``, with reads before the writes.
     func pipelinedTransaction<T>(
         _ body: (_ send: ([PostgresQuery]) throws -> [PostgresRows]) throws -> (value: T, commitWith: [PostgresQuery])
     ) throws -> T {
-        try StoreError.translatingUnavailable { try creatingMissingPartitions { try pool.pipelinedTransaction(body) } }
+        try StoreError.translatingUnavailable { try uncheckedPipelinedTransaction(body) }
     }
+
+    /// ``pipelinedTransaction(_:)`` throwing the pool's own errors (a commit in doubt keeps its session),
+    /// for ``settlingInDoubt(_:found:)``.
+    func uncheckedPipelinedTransaction(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
+        try creatingMissingPartitions { try pool.pipelinedTransaction(queries) }
+    }
+
+    /// ``pipelinedTransaction(_:)`` with reads before the writes, throwing the pool's own errors.
+    func uncheckedPipelinedTransaction<T>(
+        _ body: (_ send: ([PostgresQuery]) throws -> [PostgresRows]) throws -> (value: T, commitWith: [PostgresQuery])
+    ) throws -> T {
+        try creatingMissingPartitions { try pool.pipelinedTransaction(body) }
+    }
+
+    /// Runs `write`, a transaction that commits; when its commit was sent and its answer never came (the
+    /// database deadline passed, the connection was lost), waits until the session that sent it has
+    /// ended — the transaction has then committed or not, for good — and returns what `found` reads on
+    /// another connection instead of an error. A request without an idempotency key cannot be found by
+    /// its retry, so it must never be answered "unavailable" while it may still be stored.
+    ///
+    /// It waits as long as the database stays unreachable, up to ``settleLimit``; past it the error is
+    /// thrown after all.
+    func settlingInDoubt<T>(_ write: () throws -> T, found: () throws -> T) throws -> T {
+        do {
+            return try StoreError.translatingUnavailable { try keepingUnresolved(write) }
+        } catch let unresolved as Unresolved {
+            let error = unresolved.error
+            guard let session = error.unresolved else { throw StoreError.unavailable }
+            let started = ContinuousClock.now
+            var pause = Duration.milliseconds(20)
+            while true {
+                if (try? pool.end(session)) == true { return try StoreError.translatingUnavailable(found) }
+                guard ContinuousClock.now - started < Self.settleLimit else {
+                    throw StoreError.unavailable
+                }
+                Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18)
+                pause = min(pause * 2, .milliseconds(500))
+            }
+        }
+    }
+
+    /// A commit in doubt, carried past ``StoreError/translatingUnavailable(_:)`` untranslated.
+    private struct Unresolved: Error {
+        let error: PostgresError
+    }
+
+    private func keepingUnresolved<T>(_ write: () throws -> T) throws -> T {
+        do {
+            return try write()
+        } catch let error as PostgresError where error.unresolved != nil {
+            throw Unresolved(error: error)
+        }
+    }
+
+    /// How long ``settlingInDoubt(_:found:)`` waits for an unreachable database before giving up.
+    static let settleLimit = Duration.seconds(60)
 
     /// Runs a write (a whole transaction) again once, after making the partitions for the present, when it
     /// failed as a write for a time no partition covers does. Partitions are made ahead of time by

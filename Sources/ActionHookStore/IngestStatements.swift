@@ -20,13 +20,13 @@ struct IngestStatements {
         // Snooze re-deliveries queued before this batch for the notifications it answers otherwise are
         // cancelled, found where they are (the snoozes of this batch are inserted after this, and those
         // a later answer of the same batch cancels are written as cancelled below).
-        let cancelling = entries.filter { $0.plan.cancelsSnoozes && $0.item.response.notificationIdentifier != nil }
+        // Only the replying device's snoozes: another device's answer to the same notification leaves them.
+        let cancelling = entries.compactMap { entry in
+            entry.plan.cancelsSnoozes ? SnoozeScope(entry.item).map { (entry.position, $0) } : nil
+        }
         if !cancelling.isEmpty {
-            statements.append(
-                Self.cancelPendingSnoozes(
-                    apps: cancelling.map(\.item.appID),
-                    notifications: cancelling.map { $0.item.response.notificationIdentifier ?? "" },
-                    positions: cancelling.map(\.position)))
+            // Under the scopes' locks, which the guards took.
+            statements.append(Self.cancelPendingSnoozes(cancelling.map(\.1), positions: cancelling.map(\.0)))
         }
         let written = statements.count
         statements.append(write)
@@ -115,9 +115,9 @@ struct IngestStatements {
 
         // Snoozes of this batch that a later answer in the same batch cancels are written as cancelled.
         var cancelledInBatch = Set<UUID>()
-        var snoozesByNotification: [AppScoped: [UUID]] = [:]
+        var snoozesByNotification: [SnoozeScope: [UUID]] = [:]
         for (_, item, plan) in entries {
-            guard let key = IngestTransaction.notification(item) else { continue }
+            guard let key = SnoozeScope(item) else { continue }
             if plan.cancelsSnoozes {
                 cancelledInBatch.formUnion(snoozesByNotification.removeValue(forKey: key) ?? [])
             }
@@ -218,15 +218,17 @@ struct IngestStatements {
     /// the plan. The status is tested outside it (`OFFSET 0` keeps it there): inside, it would make the
     /// due index (partial on that status) a candidate, and a plan made on a truncated table, where every
     /// index looks as cheap, took it and read every pending follow-up of the app per key.
-    static func cancelPendingSnoozes(apps: [String], notifications: [String], positions: [Int]) -> PostgresQuery {
+    static func cancelPendingSnoozes(_ scopes: [SnoozeScope], positions: [Int]) -> PostgresQuery {
         ("""
         SELECT actionhook_cancel_followups(s.apps, s.ids, '{pending,retrying}')
         FROM (
             SELECT array_agg(q.app_id) AS apps, array_agg(q.id) AS ids
-            FROM unnest(\(apps)::text[], \(notifications)::text[], \(positions)::int[]) AS k(app_id, notification, position)
+            FROM unnest(\(scopes.map(\.appID))::text[], \(scopes.map(\.notification))::text[],
+                \(scopes.map(\.deviceToken))::text[], \(positions)::int[]) AS k(app_id, notification, token, position)
             CROSS JOIN LATERAL (
                 SELECT f.app_id, f.id, f.status FROM followups_queue f
                 WHERE f.app_id = k.app_id AND f.notification_identifier = k.notification AND f.is_snooze
+                    AND f.device_token = k.token
                 OFFSET 0
             ) AS q
             WHERE q.status IN ('pending', 'retrying')
@@ -243,7 +245,7 @@ struct IngestStatements {
     /// lookups anew costs more than running them at low load. Each prepared lookup has one index
     /// that matches all its keys (the test `plansSurviveGrowth` checks which); the idempotency lookup,
     /// which has two candidates and runs only after a replay, is planned each time.
-    /// The guards statement makes them (``guards(locks:apps:)``), so a batch spends no statement on them.
+    /// The guards statement makes them (``guards(locks:apps:scopes:)``), so a batch spends no statement on them.
     private static let planSettingsExpression: StaticString = """
         set_config('plan_cache_mode', 'force_generic_plan', true) || set_config('enable_seqscan', 'off', true)
             || set_config('enable_hashjoin', 'off', true) || set_config('enable_mergejoin', 'off', true)
@@ -254,14 +256,20 @@ struct IngestStatements {
     /// transaction's clock. Records the positions where both held in the setting
     /// `actionhook.ingest_guards`, which the writes read (see ``IngestStatements``), and makes the
     /// plan settings (``planSettingsExpression``) for the statements after it (its own plan needs none).
-    static func guards(locks: [String], apps: [String]) -> PostgresQuery {
+    static func guards(locks: [String], apps: [String], scopes: [SnoozeScope] = []) -> PostgresQuery {
+        // The snooze scopes' locks are waited for (in one order, so two batches never wait for each other)
+        // and held to the commit: a snooze's count and the answer that cancels the scope's pending
+        // re-deliveries take their turns, and the statements after this one see what the other committed.
         ("""
         WITH g AS MATERIALIZED (
             SELECT k.position::int AS position, pg_try_advisory_xact_lock(hashtextextended(k.lock, 0)) AS key_locked,
                 pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(k.app_id)) AS app_locked
             FROM unnest(\(locks)::text[], \(apps)::text[]) WITH ORDINALITY AS k(lock, app_id, position)
+        ), s AS MATERIALIZED (
+            SELECT count(pg_advisory_xact_lock(hashtextextended(l.lock, 0))) AS scopes
+            FROM (SELECT DISTINCT lock FROM unnest(\(scopes.map(\.lockText))::text[]) AS lock ORDER BY lock) AS l
         )
-        SELECT g.position, g.key_locked, g.app_locked, now() AS now,
+        SELECT g.position, g.key_locked, g.app_locked, now() AS now, (SELECT scopes FROM s) AS scopes,
             (SELECT set_config('actionhook.ingest_guards',
                 string_agg(CASE WHEN key_locked AND app_locked THEN '1' ELSE '0' END, '' ORDER BY position), true)
             FROM g) AS guards,
@@ -273,6 +281,14 @@ struct IngestStatements {
     /// The apps of the batch that still exist.
     static func existingApps(_ apps: [String]) -> PostgresQuery {
         ("SELECT id FROM apps WHERE id = ANY(\(apps)::text[])" as PostgresQuery).prepared
+    }
+
+    /// Which of the planned responses are stored, by id: read after a commit whose answer never came.
+    static func storedIDs(apps: [String], ids: [UUID]) -> PostgresQuery {
+        """
+        SELECT r.id FROM unnest(\(apps)::text[], \(ids)::uuid[]) AS k(app_id, id)
+        JOIN responses r ON r.app_id = k.app_id AND r.id = k.id
+        """
     }
 
     /// Responses already stored under the batch's (app, idempotency key) pairs; read only when a
@@ -293,16 +309,31 @@ struct IngestStatements {
     /// notification of another app is not found: the reply stays unbound. The key's device position is
     /// believed only when the send put the reply's own device token there: a reply from another device
     /// (or without a token) is bound to the notification, with no position and no recipient.
-    static func boundNotifications(apps: [String], ids: [String], devices: [Int], tokens: [String]) -> PostgresQuery {
-        ("""
+    static func boundNotifications(
+        apps: [String], ids: [String], devices: [Int], tokens: [String], snoozing: [Bool]
+    ) -> PostgresQuery {
+        // A snooze re-delivers the push the device was sent: read (from the queue, or a finished-rows
+        // partition of the send's time or later) only for a snooze from the device it was sent to.
+        var snoozes = PostgresBinaryArray(.bool, capacity: snoozing.count * 5)
+        for value in snoozing { snoozes.append(value) }
+        return
+            ("""
         SELECT k.position::int AS position, n.id, n.answers, n.expires_at, n.answered_at IS NOT NULL AS answered,
             n.collapse_id, n.category, n.subject, n.created_at, n.events, n.replace_on_answer::text AS replacement,
             CASE WHEN n.devices -> k.device ->> 'deviceToken' = k.token THEN n.devices -> k.device ->> 'recipient'
                 END AS recipient,
             coalesce(n.devices -> k.device ->> 'deviceToken' = k.token, false) AS known_device,
-            CASE WHEN n.replace_on_answer IS NOT NULL THEN n.devices::text END AS devices
-        FROM unnest(\(apps)::text[], \(ids)::uuid[], \(devices)::int[], \(tokens)::text[]) WITH ORDINALITY
-            AS k(app_id, id, device, token, position)
+            CASE WHEN n.replace_on_answer IS NOT NULL THEN n.devices::text END AS devices,
+            CASE WHEN k.snoozing AND n.devices -> k.device ->> 'deviceToken' = k.token
+                AND NOT coalesce((n.devices -> k.device ->> 'escalation')::boolean, false) THEN
+                coalesce(
+                    (SELECT f.payload::text FROM followups_queue f WHERE f.app_id = n.app_id
+                        AND f.id = (n.devices -> k.device ->> 'followUpId')::uuid),
+                    (SELECT f.payload::text FROM followups_done f WHERE f.app_id = n.app_id
+                        AND f.id = (n.devices -> k.device ->> 'followUpId')::uuid AND f.finished_at >= n.created_at))
+                END AS push
+        FROM unnest(\(apps)::text[], \(ids)::uuid[], \(devices)::int[], \(tokens)::text[], \(snoozes)::boolean[])
+            WITH ORDINALITY AS k(app_id, id, device, token, snoozing, position)
         JOIN notifications n ON n.app_id = k.app_id AND n.id = k.id
         ORDER BY n.app_id, n.id
         FOR UPDATE OF n
@@ -325,6 +356,7 @@ struct IngestStatements {
             }
         }
         let replacement: String? = try row.decode("replacement")
+        let push: String? = try row.decode("push")
         return BoundNotification(
             id: try row.decode("id"), answers: AnswerPolicy(rawValue: try row.decode("answers")) ?? .first,
             expiresAt: try row.decode("expires_at"), answered: try row.decode("answered"),
@@ -332,19 +364,18 @@ struct IngestStatements {
             subject: try row.decode("subject"), createdAt: try row.decode("created_at"),
             events: try row.decode("events"),
             replacement: try replacement.flatMap { try JSONParser.parse($0).objectValue },
-            device: knownDevice ? device : nil, recipient: try row.decode("recipient"), devices: devices)
+            device: knownDevice ? device : nil, recipient: try row.decode("recipient"), devices: devices,
+            push: try push.flatMap { try JSONParser.parse($0).objectValue })
     }
 
-    /// Snoozes already given for each (app, notification) the batch snoozes.
-    static func snoozeCounts(_ notifications: [AppScoped]) -> PostgresQuery {
-        let apps = notifications.map(\.appID)
-        let names = notifications.map(\.name)
-        return
-            ("""
-        SELECT k.app_id, k.notification,
-            (SELECT count(*) FROM responses r WHERE r.app_id = k.app_id
-                AND r.notification_identifier = k.notification AND r.outcome = 'snoozed')::int AS snoozes
-        FROM unnest(\(apps)::text[], \(names)::text[]) AS k(app_id, notification)
+    /// Snoozes already given for each (app, notification, device) the batch snoozes, in order.
+    static func snoozeCounts(_ scopes: [SnoozeScope]) -> PostgresQuery {
+        ("""
+        SELECT k.position::int AS position,
+            (SELECT count(*) FROM responses r WHERE r.app_id = k.app_id AND r.notification_identifier = k.notification
+                AND r.outcome = 'snoozed' AND r.device_token = k.token)::int AS snoozes
+        FROM unnest(\(scopes.map(\.appID))::text[], \(scopes.map(\.notification))::text[],
+            \(scopes.map(\.deviceToken))::text[]) WITH ORDINALITY AS k(app_id, notification, token, position)
         """ as PostgresQuery).prepared
     }
 
@@ -356,4 +387,25 @@ struct IngestStatements {
         WHERE i.app_id = k.app_id AND i.key = k.key
         """
     }
+}
+
+/// Whose snoozes a reply counts and cancels: one device's, of one notification (its
+/// `notificationIdentifier`, the same on every device a send reached), never another device's.
+struct SnoozeScope: Hashable {
+    var appID: String
+    var notification: String
+    var deviceToken: String
+
+    /// The reply's scope; nil without a `notificationIdentifier` or a device token.
+    init?(_ item: IngestItem) {
+        guard let notification = item.response.notificationIdentifier, let token = item.response.deviceToken else {
+            return nil
+        }
+        appID = item.appID
+        self.notification = notification
+        deviceToken = token
+    }
+
+    /// The text whose hash names the scope's advisory lock (see ``IngestStatements/guards(locks:apps:scopes:)``).
+    var lockText: String { ["snooze", appID, notification, deviceToken].joined(separator: "\u{1F}") }
 }

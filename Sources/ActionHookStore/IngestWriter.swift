@@ -83,20 +83,23 @@ public struct IngestWriter: Sendable {
     static let idempotencyConstraint = "idempotency_keys_pkey"
 }
 
-/// The database's clock as the writer last read it, carried forward by this machine's clock: a batch
-/// that needs nothing read before it is planned (the common one) is planned with this time and written
-/// in one round trip.
+/// The database's clock as the writer last read it, carried forward by this machine's monotonic clock: a
+/// batch that needs nothing read before it is planned (the common one) is planned with this time and
+/// written in one round trip.
 ///
-/// Every transaction reads the database's clock (`now()`, its start) and this machine's just before it
-/// was sent. Each reading's offset between the two is the true offset plus however long the transaction
-/// took to start (a wait for a pooled connection, the network), so the smallest offset read lately is
-/// the closest: the offset used is the smallest of this window of ``freshFor`` and the one before (a
-/// clock that was stepped is followed within two windows). Without a reading for ``freshFor`` there is
-/// no estimate, and the next batch reads first.
+/// Every transaction reads the database's clock (`now()`, its start) and this machine's monotonic clock
+/// just before it was sent. Each reading's offset between the two is the true offset plus however long the
+/// transaction took to start (a wait for a pooled connection, the network), so the smallest offset read
+/// lately is the closest: the offset used is the smallest of this window of ``freshFor`` and the one
+/// before (a database clock that was stepped is followed within two windows). Without a reading for
+/// ``freshFor`` there is no estimate, and the next batch reads first. This machine's wall clock plays no
+/// part: stepping it (a VM resumed, `chronyc makestep`) changes nothing.
 ///
-/// The receipt times it gives out (``now(at:instant:)``, ``issue(_:)``) only go forward, each at least a
-/// microsecond after the one before, whether estimated or read: an estimate can be late by a
-/// transaction's start, and a better reading must not give a later reply an earlier time.
+/// The receipt times it gives out (``now(instant:)``, ``issue(_:)``) keep their order: each is at least a
+/// microsecond after the one before, when it would otherwise be earlier by less than a second (an
+/// estimate late by a transaction's start, a better reading). A time further back than that is a clock
+/// that was stepped back, and is given out as it is: holding every receipt at the last time plus a
+/// microsecond would freeze received times (and late follow-ups, expired replies) for the whole step.
 final class DatabaseClock: Sendable {
     private struct Readings {
         /// When the last reading came.
@@ -116,7 +119,8 @@ final class DatabaseClock: Sendable {
         var issued: Int64 = .min
 
         mutating func issue(_ time: Date) -> Date {
-            issued = max(Int64((time.timeIntervalSince1970 * 1_000_000).rounded()), issued &+ 1)
+            let micros = Int64((time.timeIntervalSince1970 * 1_000_000).rounded())
+            issued = micros > issued || issued &- micros > DatabaseClock.maxHoldMicroseconds ? micros : issued + 1
             return Date(timeIntervalSince1970: Double(issued) / 1_000_000)
         }
     }
@@ -125,14 +129,26 @@ final class DatabaseClock: Sendable {
 
     /// How long a reading is used, and the length of a window.
     static let freshFor = Duration.seconds(10)
+    /// How far back (in microseconds, one second) a time may be and still be given out just after the last
+    /// one instead.
+    static let maxHoldMicroseconds: Int64 = 1_000_000
 
-    /// A receipt time: the database's time at `date` of this machine's clock, or nil without a fresh reading.
-    func now(at date: Date = Date(), instant: ContinuousClock.Instant = .now) -> Date? {
+    /// An instant as seconds on one fixed scale, for offsets between it and the database's clock.
+    static func seconds(_ instant: ContinuousClock.Instant) -> TimeInterval {
+        let (seconds, attoseconds) = (instant - epoch).components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+    }
+
+    private static let epoch = ContinuousClock.now
+
+    /// A receipt time: the database's time at `instant` of this machine's monotonic clock, or nil without
+    /// a fresh reading.
+    func now(instant: ContinuousClock.Instant = .now) -> Date? {
         state.withLock { state in
             guard let readings = state.readings, readings.readAt.duration(to: instant) < Self.freshFor else {
                 return nil
             }
-            return state.issue(date.addingTimeInterval(readings.offset))
+            return state.issue(Date(timeIntervalSince1970: Self.seconds(instant) + readings.offset))
         }
     }
 
@@ -143,9 +159,9 @@ final class DatabaseClock: Sendable {
     }
 
     /// Records the database's time `databaseNow`, read by a transaction sent at `sentAt` (this machine's
-    /// clock).
-    func record(_ databaseNow: Date, sentAt: Date, instant: ContinuousClock.Instant = .now) {
-        let offset = databaseNow.timeIntervalSince(sentAt)
+    /// monotonic clock).
+    func record(_ databaseNow: Date, sentAt: ContinuousClock.Instant, instant: ContinuousClock.Instant = .now) {
+        let offset = databaseNow.timeIntervalSince1970 - Self.seconds(sentAt)
         state.withLock { state in
             guard var current = state.readings, current.readAt.duration(to: instant) < Self.freshFor else {
                 state.readings = Readings(readAt: instant, windowStart: instant, windowOffset: offset)
@@ -186,15 +202,10 @@ struct IngestTransaction {
     /// The item's advisory lock and in-batch identity: app and idempotency key.
     static func key(_ item: IngestItem) -> AppScoped { AppScoped(appID: item.appID, name: item.idempotencyKey) }
 
-    /// App and notification, for counting and cancelling snoozes; `nil` without a `notificationIdentifier`.
-    static func notification(_ item: IngestItem) -> AppScoped? {
-        item.response.notificationIdentifier.map { AppScoped(appID: item.appID, name: $0) }
-    }
-
     /// Whether the item's plan depends on what only a read finds: the sent notification its reply
-    /// carries the key of, or how often its notification was snoozed before.
+    /// carries the key of, or how often its device snoozed its notification before.
     static func needsReads(_ item: IngestItem) -> Bool {
-        (item.decision.snoozes && notification(item) != nil)
+        (item.decision.snoozes && SnoozeScope(item) != nil)
             || NotificationKey.read(from: item.response.userInfo) != nil
     }
 
@@ -215,7 +226,7 @@ struct IngestTransaction {
             keyed.append(
                 (index, AppScoped(appID: items[index].appID, name: key.notificationID.lowercasedString), key.device))
         }
-        let snoozing = candidates.contains { items[$0].decision.snoozes && Self.notification(items[$0]) != nil }
+        let snoozing = candidates.contains { items[$0].decision.snoozes && SnoozeScope(items[$0]) != nil }
         if !lookingUp, keyed.isEmpty, !snoozing {
             // Planned on receipt, or now with the clock as last read.
             var plans: [IngestPlan] = []
@@ -227,18 +238,56 @@ struct IngestTransaction {
                 plans.append(plan)
             }
             if plans.count == candidates.count {
-                return try runInOneRoundTrip(candidates, plans: plans, results: results, on: database)
+                let sent = zip(candidates, plans).map { (index: $0, plan: $1) }
+                return try settling(sent, results: results, on: database) {
+                    try runInOneRoundTrip(candidates, plans: plans, results: results, on: database)
+                }
             }
         }
-        return try database.pipelinedTransaction { send in
-            try runAfterReads(candidates, keyed: keyed, results: results, send: send)
+        var sent: [(index: Int, plan: IngestPlan)] = []
+        return try settling(sent, results: results, on: database) {
+            try database.uncheckedPipelinedTransaction { send in
+                let run = try runAfterReads(candidates, keyed: keyed, results: results, send: send)
+                sent = run.planned
+                return (run.value, run.commitWith)
+            }
+        }
+    }
+
+    /// Runs `write`; when its commit is in doubt and the batch holds a reply without a client's key (whose
+    /// retry could not find it), finds out which of `sent` were stored rather than failing them all (see
+    /// ``Database/settlingInDoubt(_:found:)``). A batch of keyed replies fails at once: their retries find them.
+    private func settling(
+        _ sent: @autoclosure () -> [(index: Int, plan: IngestPlan)], results: [Result<IngestResult, any Error>?],
+        on database: Database, _ write: () throws -> [Result<IngestResult, any Error>]
+    ) throws -> [Result<IngestResult, any Error>] {
+        guard items.contains(where: { !$0.keyFromClient }) else {
+            return try StoreError.translatingUnavailable(write)
+        }
+        return try database.settlingInDoubt(write) {
+            let sent = sent()
+            let rows = try database.pipelinedTransaction([
+                IngestStatements.storedIDs(
+                    apps: sent.map { items[$0.index].appID }, ids: sent.map(\.plan.responseID))
+            ])
+            let stored = Set(try rows[0].map { try $0.decode("id", as: UUID.self) })
+            var results = results
+            for (index, plan) in sent {
+                results[index] =
+                    stored.contains(plan.responseID)
+                    ? .success(.created(plan.answer)) : .failure(StoreError.unavailable)
+            }
+            // Items answered before the write (in flight, a key twice) keep their answers; any other was
+            // not written.
+            return results.map { $0 ?? .failure(StoreError.unavailable) }
         }
     }
 
     /// The guards of the candidates (positions 1...).
     private func guards(_ candidates: [Int]) -> PostgresQuery {
         IngestStatements.guards(
-            locks: candidates.map { Self.key(items[$0]).lockText }, apps: candidates.map { items[$0].appID })
+            locks: candidates.map { Self.key(items[$0]).lockText }, apps: candidates.map { items[$0].appID },
+            scopes: candidates.compactMap { SnoozeScope(items[$0]) })
     }
 
     private func runInOneRoundTrip(
@@ -249,8 +298,8 @@ struct IngestTransaction {
             (position: offset + 1, item: items[candidates[offset]], plan: plans[offset])
         }
         let writes = IngestStatements(entries: entries).statements
-        let sentAt = Date()
-        let rows = try database.pipelinedTransaction(
+        let sentAt = ContinuousClock.now
+        let rows = try database.uncheckedPipelinedTransaction(
             [guards(candidates)] + writes.queries)
         let guardRows = rows[0]
         if let now = try guardRows.first?.decode("now", as: Date.self) { clock.record(now, sentAt: sentAt) }
@@ -274,15 +323,17 @@ struct IngestTransaction {
     private func runAfterReads(
         _ candidates: [Int], keyed: [(index: Int, notification: AppScoped, device: Int)],
         results: [Result<IngestResult, any Error>?], send: ([PostgresQuery]) throws -> [PostgresRows]
-    ) throws -> (value: [Result<IngestResult, any Error>], commitWith: [PostgresQuery]) {
+    ) throws -> (
+        value: [Result<IngestResult, any Error>], commitWith: [PostgresQuery], planned: [(index: Int, plan: IngestPlan)]
+    ) {
         var results = results
         let apps = Array(Set(candidates.map { items[$0].appID })).sorted()
-        // The notifications this batch snoozes: their earlier snoozes are counted.
-        var snoozing: [AppScoped] = []
-        var snoozingSeen = Set<AppScoped>()
+        // The notifications this batch snoozes, each for its device: their earlier snoozes are counted.
+        var snoozing: [SnoozeScope] = []
+        var snoozingSeen = Set<SnoozeScope>()
         for index in candidates where items[index].decision.snoozes {
-            guard let notification = Self.notification(items[index]) else { continue }
-            if snoozingSeen.insert(notification).inserted { snoozing.append(notification) }
+            guard let scope = SnoozeScope(items[index]) else { continue }
+            if snoozingSeen.insert(scope).inserted { snoozing.append(scope) }
         }
 
         // The guards come first, in a statement of their own: each later statement reads with a
@@ -302,13 +353,15 @@ struct IngestTransaction {
             : reads.add(
                 IngestStatements.boundNotifications(
                     apps: keyed.map(\.notification.appID), ids: keyed.map(\.notification.name),
-                    devices: keyed.map(\.device), tokens: keyed.map { items[$0.index].response.deviceToken ?? "" }))
+                    devices: keyed.map(\.device), tokens: keyed.map { items[$0.index].response.deviceToken ?? "" },
+                    snoozing: keyed.map { items[$0.index].decision.snoozes }))
+        // Counted under the scopes' locks (the guards took them), which the answers that cancel snoozes take too.
         let snoozeCounts = snoozing.isEmpty ? nil : reads.add(IngestStatements.snoozeCounts(snoozing))
-        let sentAt = Date()
+        let sentAt = ContinuousClock.now
         let read = PipelinedReads.Results(rows: try send(reads.queries))
 
         guard let receivedAt = try read[guards].first?.decode("now", as: Date.self) else {
-            return (results.map { $0! }, [])
+            return (results.map { $0! }, [], [])
         }
         clock.record(receivedAt, sentAt: sentAt)
         // An app whose lock is held exclusively is being deleted; one no longer there was deleted.
@@ -333,11 +386,10 @@ struct IngestTransaction {
                 stored[AppScoped(appID: try row.decode("app_id"), name: try row.decode("idempotency_key"))] = row
             }
         }
-        var snoozesBefore: [AppScoped: Int] = [:]
+        var snoozesBefore: [SnoozeScope: Int] = [:]
         if let snoozeCounts {
             for row in read[snoozeCounts] {
-                snoozesBefore[AppScoped(appID: try row.decode("app_id"), name: try row.decode("notification"))] =
-                    try row.decode("snoozes")
+                snoozesBefore[snoozing[try row.decode("position", as: Int.self) - 1]] = try row.decode("snoozes")
             }
         }
 
@@ -354,7 +406,7 @@ struct IngestTransaction {
         var entries: [(position: Int, item: IngestItem, plan: IngestPlan)] = []
         // Notifications answered earlier in this batch.
         var answeredInBatch = Set<UUID>()
-        var snoozesInBatch: [AppScoped: Int] = [:]
+        var snoozesInBatch: [SnoozeScope: Int] = [:]
         // Keys stored before the window: their old responses give the key up, and the request is new.
         var expiredKeys: [AppScoped] = []
         let windowStart = receivedAt.addingTimeInterval(-Double(window.components.seconds))
@@ -368,16 +420,16 @@ struct IngestTransaction {
                 expiredKeys.append(Self.key(item))
             }
             var previous = 0
-            let notification = Self.notification(item)
-            if item.decision.snoozes, let notification {
-                previous = snoozesBefore[notification, default: 0] + snoozesInBatch[notification, default: 0]
+            let scope = SnoozeScope(item)
+            if item.decision.snoozes, let scope {
+                previous = snoozesBefore[scope, default: 0] + snoozesInBatch[scope, default: 0]
             }
             var sent = bound[index]
             if let id = sent?.id, answeredInBatch.contains(id) { sent?.answered = true }
             let plan = IngestPlan(
                 item, receivedAt: clock.issue(receivedAt), previousSnoozes: previous, notification: sent)
             if plan.answersNotification, let id = sent?.id { answeredInBatch.insert(id) }
-            if plan.outcome == .snoozed, let notification { snoozesInBatch[notification, default: 0] += 1 }
+            if plan.outcome == .snoozed, let scope { snoozesInBatch[scope, default: 0] += 1 }
             entries.append((position, item, plan))
             results[index] = .success(.created(plan.answer))
         }
@@ -386,7 +438,7 @@ struct IngestTransaction {
             // Before the insert that reuses them; the key's advisory lock keeps other writers out.
             statements.insert(IngestStatements.releaseKeys(expiredKeys), at: 0)
         }
-        return (results.map { $0! }, statements)
+        return (results.map { $0! }, statements, entries.map { (candidates[$0.position - 1], $0.plan) })
     }
 
     static func replay(_ item: IngestItem, row: PostgresRow) throws -> IngestResult {

@@ -61,92 +61,122 @@ public struct NotificationStore: Sendable {
     }
 
     /// Sends `request` for `appID`: stores it and its outbox rows, and wakes the workers at commit.
-    /// Without `to`, it goes to the devices that answered for its subject before (the newest reply per
-    /// device decides its recipient label); with none, a 422 at `/subject`.
+    /// Without `to`, it goes to its subject's devices: those earlier sends with that subject named in `to`
+    /// (the newest send's label wins; never a device that merely claimed the subject in a reply); with
+    /// none, a 422 at `/subject`. A send with `to` and a subject adds its devices to the subject's.
+    ///
+    /// A send without a key whose commit is in doubt (the database deadline passed after the commit was
+    /// sent) is not answered "unavailable" while it may still be stored: its retry would send it again.
+    /// The store waits until the transaction is decided, then answers what it finds.
     public func send(appID: String, idempotencyKey: String?, request: SendRequest) throws -> SendResult {
-        try pool.pipelinedTransaction { send in
-            var reads = PipelinedReads()
-            // The key's lock first, so that the lookup after it sees what a previous holder committed.
-            let keyReads = idempotencyKey.map { key in
-                (
-                    lock: reads.add(
-                        """
-                        SELECT pg_try_advisory_xact_lock(hashtextextended(\(
-                            AppScoped(appID: appID, name: "notifications\u{1F}" + key).lockText), 0)) AS locked
-                        """),
-                    stored: reads.add(
-                        """
-                        SELECT request_hash, answer FROM notifications
-                        WHERE app_id = \(appID) AND idempotency_key = \(key)
-                        """)
-                )
+        var sent: (id: UUID, result: SendResult)?
+        let write = {
+            try self.pool.uncheckedPipelinedTransaction { send in
+                let planned = try self.plan(
+                    appID: appID, idempotencyKey: idempotencyKey, request: request, send: send)
+                sent = planned.sent
+                return (planned.value, planned.writes)
             }
-            let appLock = reads.add(
-                """
-                SELECT pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(\(appID))) AS shared,
-                    EXISTS (SELECT 1 FROM apps WHERE id = \(appID)) AS present, now() AS now
-                """)
-            let subjectDevices =
-                request.to == nil
-                ? reads.add(
-                    """
-                    SELECT device_token, recipient FROM (
-                        SELECT DISTINCT ON (device_token) device_token, recipient, received_at FROM responses
-                        WHERE app_id = \(appID) AND subject = \(request.subject) AND device_token IS NOT NULL
-                        ORDER BY device_token, received_at DESC
-                    ) AS d
-                    ORDER BY received_at DESC
-                    LIMIT \(limits.maxDevices)
-                    """)
-                : nil
-            let read = PipelinedReads.Results(rows: try send(reads.queries))
-            guard try read[appLock][0].decode("shared", as: Bool.self) else { throw StoreError.appBeingDeleted }
-            guard try read[appLock][0].decode("present", as: Bool.self) else { throw StoreError.notFound }
-            if let keyReads {
-                guard try read[keyReads.lock][0].decode("locked", as: Bool.self) else {
-                    throw StoreError.idempotencyKeyInFlight
-                }
-                if let row = read[keyReads.stored].first {
-                    guard SecretToken.constantTimeEquals(try row.decode("request_hash"), request.requestHash) else {
-                        throw StoreError.idempotencyKeyReused
-                    }
-                    let answer = try JSONParser.parse(try row.decode("answer", as: PostgresJSON.self).text)
-                    return (.replayed(answer), [])
-                }
-            }
-            let now: Date = try read[appLock][0].decode("now")
-            var devices = request.to ?? []
-            if let subjectDevices {
-                devices = try read[subjectDevices].map {
-                    SendDevice(deviceToken: try $0.decode("device_token"), recipient: try $0.decode("recipient"))
-                }
-            }
-            // A subject's devices are known only now: none, or the limits that depend on them, are checked here.
-            if request.to == nil { try request.check(devices: devices, limits: limits) }
-            let plan = SendPlan(request, devices: devices, id: UUID.timeOrdered(at: now), now: now, limits: limits)
-            return (
-                .created(plan.answer, devices: plan.devices.count), Self.writes(appID, idempotencyKey, request, plan)
-            )
+        }
+        guard idempotencyKey == nil else { return try StoreError.translatingUnavailable(write) }
+        return try pool.settlingInDoubt(write) {
+            guard let sent else { throw StoreError.unavailable }
+            let found = try pool.pipelinedTransaction([
+                "SELECT 1 FROM notifications WHERE app_id = \(appID) AND id = \(sent.id)"
+            ])
+            guard !found[0].isEmpty else { throw StoreError.unavailable }
+            return sent.result
         }
     }
 
-    /// The statements that write a planned send: the notification, its outbox rows, and the wake-up.
+    /// Reads what a send needs, plans it and returns its answer and writes (nothing when it is replayed).
+    private func plan(
+        appID: String, idempotencyKey: String?, request: SendRequest,
+        send: ([PostgresQuery]) throws -> [PostgresRows]
+    ) throws -> (value: SendResult, sent: (id: UUID, result: SendResult)?, writes: [PostgresQuery]) {
+        var reads = PipelinedReads()
+        // The key's lock first, so that the lookup after it sees what a previous holder committed.
+        let keyReads = idempotencyKey.map { key in
+            (
+                lock: reads.add(
+                    """
+                    SELECT pg_try_advisory_xact_lock(hashtextextended(\(
+                        AppScoped(appID: appID, name: "notifications\u{1F}" + key).lockText), 0)) AS locked
+                    """),
+                stored: reads.add(
+                    """
+                    SELECT request_hash, answer FROM notifications
+                    WHERE app_id = \(appID) AND idempotency_key = \(key)
+                    """)
+            )
+        }
+        let appLock = reads.add(
+            """
+            SELECT pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(\(appID))) AS shared,
+                EXISTS (SELECT 1 FROM apps WHERE id = \(appID)) AS present, now() AS now
+            """)
+        let subjectDevices =
+            request.to == nil
+            ? reads.add(
+                """
+                SELECT device_token, recipient FROM subject_devices
+                WHERE app_id = \(appID) AND subject = \(request.subject)
+                ORDER BY named_at DESC, device_token
+                LIMIT \(limits.maxDevices)
+                """)
+            : nil
+        let read = PipelinedReads.Results(rows: try send(reads.queries))
+        guard try read[appLock][0].decode("shared", as: Bool.self) else { throw StoreError.appBeingDeleted }
+        guard try read[appLock][0].decode("present", as: Bool.self) else { throw StoreError.notFound }
+        if let keyReads {
+            guard try read[keyReads.lock][0].decode("locked", as: Bool.self) else {
+                throw StoreError.idempotencyKeyInFlight
+            }
+            if let row = read[keyReads.stored].first {
+                guard SecretToken.constantTimeEquals(try row.decode("request_hash"), request.requestHash) else {
+                    throw StoreError.idempotencyKeyReused
+                }
+                let answer = try JSONParser.parse(try row.decode("answer", as: PostgresJSON.self).text)
+                return (.replayed(answer), nil, [])
+            }
+        }
+        let now: Date = try read[appLock][0].decode("now")
+        var devices = request.to ?? []
+        if let subjectDevices {
+            devices = try read[subjectDevices].map {
+                SendDevice(deviceToken: try $0.decode("device_token"), recipient: try $0.decode("recipient"))
+            }
+        }
+        // A subject's devices are known only now: none, or the limits that depend on them, are checked here.
+        if request.to == nil { try request.check(devices: devices, limits: limits) }
+        let plan = SendPlan(request, devices: devices, id: UUID.timeOrdered(at: now), now: now, limits: limits)
+        let result = SendResult.created(plan.answer, devices: plan.devices.count)
+        return (result, (plan.notificationID, result), Self.writes(appID, idempotencyKey, request, plan))
+    }
+
+    /// The statements that write a planned send: the notification, its outbox rows, the subject's devices
+    /// it names, and the wake-up.
+    ///
+    /// The rows go in one statement of binary arrays (each column one parameter, as ingest writes), named
+    /// once in ``FollowUpColumns``. A reminder repeats its device's push: it travels as its id, step,
+    /// ordinal, due time and the push's position, and the statement copies the push's token and payload,
+    /// so the largest send (1,000 devices, 19 reminders each) carries each payload once, not twenty times.
     static func writes(_ appID: String, _ key: String?, _ request: SendRequest, _ plan: SendPlan) -> [PostgresQuery] {
-        var rows = JSONRecords(capacity: plan.rows.count * 512)
-        for row in plan.rows {
-            rows.beginRecord()
-            rows.add("id", row.id)
-            rows.add("kind", row.kind.rawValue)
-            rows.add("ordinal", row.ordinal)
-            rows.add("step", row.step.map(String.init))
-            rows.add("channel", row.channel.rawValue)
-            rows.add("device_token", row.deviceToken)
-            rows.add("payload", row.payload)
-            rows.add("due_at", row.dueAt)
-            rows.endRecord()
+        let reminderCount = plan.rows.reduce(0) { $0 + ($1.repeats == nil ? 0 : 1) }
+        var rows = FollowUpColumns(capacity: plan.rows.count - reminderCount)
+        var reminders = ReminderColumns(capacity: reminderCount)
+        // A row's position among those written in full, by its position in the plan.
+        var written: [Int: Int] = [:]
+        for (index, row) in plan.rows.enumerated() {
+            if let source = row.repeats, let position = written[source] {
+                reminders.append(row, source: position)
+            } else {
+                written[index] = rows.count
+                rows.append(row)
+            }
         }
         let replacement = request.replaceOnAnswer.map { PostgresJSON(JSONValue.object($0).jsonText) }
-        return [
+        var statements: [PostgresQuery] = [
             """
             INSERT INTO notifications (app_id, id, idempotency_key, request_hash, category, subject, answers,
                 collapse_id, replace_on_answer, events, devices, steps, silence_at, expires_at, created_at, answer)
@@ -157,19 +187,48 @@ public struct NotificationStore: Sendable {
                 \(PostgresJSON(plan.answer.jsonText))::json)
             """,
             """
-            WITH inserted AS (
+            WITH f AS (
+                SELECT * FROM unnest(\(rows.id)::uuid[], \(rows.kind)::text[], \(rows.ordinal)::int4[],
+                    \(rows.step)::int4[], \(rows.channel)::text[], \(rows.deviceToken)::text[], \(rows.payload)::jsonb[],
+                    \(rows.dueAt)::timestamptz[]) WITH ORDINALITY
+                    AS f(id, kind, ordinal, step, channel, device_token, payload, due_at, position)
+            ), inserted AS (
                 INSERT INTO followups (app_id, id, notification_id, kind, ordinal, step, channel, device_token,
                     payload, due_at, status)
-                SELECT \(appID), f.id, \(plan.notificationID), f.kind, f.ordinal, f.step, f.channel, f.device_token,
-                    f.payload, f.due_at, 'pending'
-                FROM jsonb_to_recordset(\(PostgresJSON(rows.text))::jsonb) AS f(
-                    id uuid, kind text, ordinal integer, step integer, channel text, device_token text, payload jsonb,
-                    due_at timestamptz)
+                SELECT \(appID)::text, f.id, \(plan.notificationID)::uuid, f.kind, f.ordinal, f.step, f.channel,
+                    f.device_token, f.payload, f.due_at, 'pending'
+                FROM f
+                UNION ALL
+                SELECT \(appID)::text, r.id, \(plan.notificationID)::uuid, 'step', r.ordinal, r.step, 'apns', f.device_token,
+                    f.payload, r.due_at, 'pending'
+                FROM unnest(\(reminders.id)::uuid[], \(reminders.ordinal)::int4[], \(reminders.step)::int4[],
+                    \(reminders.dueAt)::timestamptz[], \(reminders.source)::int4[]) AS r(id, ordinal, step, due_at, source)
+                JOIN f ON f.position = r.source
                 RETURNING 1
             )
             SELECT pg_notify(\(Channels.followUps), \(appID)) WHERE EXISTS (SELECT 1 FROM inserted)
             """,
         ]
+        // The backend named these devices for the subject: later sends to the subject reach them.
+        if let subject = request.subject, let named = request.to, !named.isEmpty {
+            var tokens = PostgresBinaryArray(.text, capacity: named.count * 72)
+            var recipients = PostgresBinaryArray(.text, capacity: named.count * 16)
+            for device in named {
+                tokens.append(device.deviceToken)
+                recipients.append(device.recipient)
+            }
+            statements.append(
+                """
+                INSERT INTO subject_devices AS s (app_id, subject, device_token, recipient, named_at)
+                SELECT DISTINCT ON (d.token) \(appID)::text, \(subject)::text, d.token, d.recipient, now()
+                FROM unnest(\(tokens)::text[], \(recipients)::text[]) WITH ORDINALITY AS d(token, recipient, position)
+                WHERE d.token <> ''
+                ORDER BY d.token, d.position DESC
+                ON CONFLICT (app_id, subject, device_token)
+                    DO UPDATE SET recipient = EXCLUDED.recipient, named_at = EXCLUDED.named_at
+                """)
+        }
+        return statements
     }
 
     /// A notification's receipt, or `nil`: what was sent to each device and what APNs said, the reply
@@ -351,5 +410,68 @@ public struct NotificationStore: Sendable {
         object["finishedAt"] =
             (try row.decode("finished_at", as: Date?.self)).map { .string(Timestamp.format($0)) } ?? .null
         return .object(object)
+    }
+}
+
+/// A send's outbox rows written in full, a column each (see ``NotificationStore/writes(_:_:_:_:)``).
+struct FollowUpColumns {
+    var id: PostgresBinaryArray
+    var kind: PostgresBinaryArray
+    var ordinal: PostgresBinaryArray
+    var step: PostgresBinaryArray
+    var channel: PostgresBinaryArray
+    var deviceToken: PostgresBinaryArray
+    var payload: PostgresBinaryArray
+    var dueAt: PostgresBinaryArray
+    /// How many rows.
+    private(set) var count = 0
+
+    init(capacity: Int) {
+        id = PostgresBinaryArray(.uuid, capacity: capacity * 20)
+        kind = PostgresBinaryArray(.text, capacity: capacity * 10)
+        ordinal = PostgresBinaryArray(.int4, capacity: capacity * 8)
+        step = PostgresBinaryArray(.int4, capacity: capacity * 8)
+        channel = PostgresBinaryArray(.text, capacity: capacity * 12)
+        deviceToken = PostgresBinaryArray(.text, capacity: capacity * 72)
+        payload = PostgresBinaryArray(.jsonb, capacity: capacity * 256)
+        dueAt = PostgresBinaryArray(.timestamptz, capacity: capacity * 12)
+    }
+
+    mutating func append(_ row: SendPlan.Row) {
+        id.append(row.id)
+        kind.append(row.kind.rawValue)
+        ordinal.append(Int32(row.ordinal))
+        step.append(row.step.map(Int32.init))
+        channel.append(row.channel.rawValue)
+        deviceToken.append(row.deviceToken)
+        payload.append(utf8: row.payload.jsonBytes)
+        dueAt.append(row.dueAt)
+        count += 1
+    }
+}
+
+/// A send's reminders: each the copy of a row written in full (its 1-based `source`) at another time.
+struct ReminderColumns {
+    var id: PostgresBinaryArray
+    var ordinal: PostgresBinaryArray
+    var step: PostgresBinaryArray
+    var dueAt: PostgresBinaryArray
+    var source: PostgresBinaryArray
+
+    init(capacity: Int) {
+        id = PostgresBinaryArray(.uuid, capacity: capacity * 20)
+        ordinal = PostgresBinaryArray(.int4, capacity: capacity * 8)
+        step = PostgresBinaryArray(.int4, capacity: capacity * 8)
+        dueAt = PostgresBinaryArray(.timestamptz, capacity: capacity * 12)
+        source = PostgresBinaryArray(.int4, capacity: capacity * 8)
+    }
+
+    /// `row` repeats the row written in full at `source` (0-based).
+    mutating func append(_ row: SendPlan.Row, source position: Int) {
+        id.append(row.id)
+        ordinal.append(Int32(row.ordinal))
+        step.append(row.step.map(Int32.init))
+        dueAt.append(row.dueAt)
+        source.append(Int32(position + 1))
     }
 }

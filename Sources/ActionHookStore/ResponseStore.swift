@@ -174,6 +174,12 @@ public struct ResponseStore: Sendable {
                 FOR UPDATE
                 """
             ).map { try $0.decode("id", as: UUID.self) }
+            // Later sends to the subject no longer reach the erased subject's devices, nor the erased device.
+            _ = try connection.execute(
+                """
+                DELETE FROM subject_devices
+                WHERE app_id = \(appID) AND (subject = \(subject) OR device_token = \(device))
+                """)
             guard !erased.isEmpty || !sent.isEmpty else { return (0, 0, 0) }
             var cancelledSent = 0
             if !sent.isEmpty {

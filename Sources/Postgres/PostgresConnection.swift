@@ -30,6 +30,8 @@ public final class PostgresConnection: @unchecked Sendable {
     // Set when a ROLLBACK after a failed transaction body could not be sent: the session state is
     // then unknown, so the connection must not be reused.
     private var isBroken = false
+    /// The server session this connection talks to, read when it opened (nil if it could not be read).
+    public private(set) var session: PostgresSession?
     // The statements prepared on this session by `pipeline(_:)`: SQL text → statement name.
     private var preparedStatements: [String: String] = [:]
     /// The most statements one session keeps prepared; past it, statements run unprepared.
@@ -173,15 +175,24 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     private func prepareSession() throws {
+        // The session's identity too: a commit whose answer never came is settled by ending this session.
         var sql =
             "SELECT set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO', false),"
-            + " set_config('bytea_output', 'hex', false)"
+            + " set_config('bytea_output', 'hex', false), pg_backend_pid() AS pid,"
+            + " (SELECT (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity"
+            + " WHERE pid = pg_backend_pid()) AS started"
         var binds: [(any PostgresEncodable)?] = []
         if let timeout = configuration.statementTimeoutMilliseconds {
             sql += ", set_config('statement_timeout', $1, false)"
             binds.append(String(timeout))
         }
-        _ = try run(PostgresQuery(unsafeSQL: sql, binds: binds))
+        let row = try run(PostgresQuery(unsafeSQL: sql, binds: binds)).rows().first
+        session = nil
+        if let row, let pid = try row.decode("pid", as: Int32?.self),
+            let started = try row.decode("started", as: Int64?.self)
+        {
+            session = PostgresSession(processID: pid, startMicroseconds: started)
+        }
     }
 
     /// Runs a statement and returns its rows, copied out of libpq.

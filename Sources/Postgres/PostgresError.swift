@@ -38,14 +38,30 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     /// The server's primary message, or libpq's or this library's explanation; only in `debugDescription`.
     let message: String?
 
+    /// The session whose transaction may have committed or not: set when a transaction's commit was sent
+    /// and then the connection timed out or was lost before its answer came. Until that session has
+    /// ended, the transaction can still commit; ``PostgresPool/awaitEnd(of:)`` ends it, and afterwards
+    /// a read on another connection tells which it was.
+    public let unresolved: PostgresSession?
+
     init(
-        kind: Kind, sqlState: String? = nil, constraint: String? = nil, column: String? = nil, message: String? = nil
+        kind: Kind, sqlState: String? = nil, constraint: String? = nil, column: String? = nil, message: String? = nil,
+        unresolved: PostgresSession? = nil
     ) {
         self.kind = kind
         self.sqlState = sqlState
         self.constraint = constraint
         self.column = column
         self.message = message
+        self.unresolved = unresolved
+    }
+
+    /// This error, with the commit it interrupted in doubt on `session`.
+    func unresolved(on session: PostgresSession?) -> PostgresError {
+        guard kind == .timedOut || kind == .connectionLost, let session else { return self }
+        return PostgresError(
+            kind: kind, sqlState: sqlState, constraint: constraint, column: column, message: message,
+            unresolved: session)
     }
 
     /// Whether this is a unique violation (SQLSTATE `23505`).
@@ -77,4 +93,13 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         guard let message else { return description }
         return description + ": " + message
     }
+}
+
+/// One server session (backend process), named by its process id and start time: a process id alone can
+/// be reused by a later session.
+public struct PostgresSession: Sendable, Hashable {
+    /// The backend's process id (`pg_backend_pid()`).
+    public let processID: Int32
+    /// The backend's start (`pg_stat_activity.backend_start`), in microseconds since 1970.
+    public let startMicroseconds: Int64
 }

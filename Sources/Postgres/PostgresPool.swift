@@ -137,6 +137,9 @@ public final class PostgresPool: @unchecked Sendable {
         try withConnection { connection in
             do {
                 return try connection.pipeline(queries)
+            } catch let error as PostgresError {
+                connection.rollbackIfOpen()
+                throw error.unresolved(on: connection.session)
             } catch {
                 connection.rollbackIfOpen()
                 throw error
@@ -179,7 +182,11 @@ public final class PostgresPool: @unchecked Sendable {
                                 message: "a statement failed inside the transaction, so it cannot commit")
                         }
                         committing = true
-                        _ = try connection.pipeline((sends == 0 ? ["BEGIN"] : []) + last + ["COMMIT"])
+                        do {
+                            _ = try connection.pipeline((sends == 0 ? ["BEGIN"] : []) + last + ["COMMIT"])
+                        } catch let error as PostgresError {
+                            throw error.unresolved(on: connection.session)
+                        }
                         return value
                     } catch {
                         connection.rollbackIfOpen()
@@ -192,6 +199,23 @@ public final class PostgresPool: @unchecked Sendable {
                     "PostgreSQL connection was lost at the start of a transaction; retrying on another connection",
                     metadata: ["error": "\(error)"])
             }
+        }
+    }
+
+    /// Ends `session` if it is still there (`pg_terminate_backend`, from another connection) and tells
+    /// whether it is gone: once it is, a transaction it was committing has either committed or not, for
+    /// good, and a read shows which. Call it again until it answers `true`.
+    ///
+    /// - Throws: As ``withConnection(_:)``.
+    public func end(_ session: PostgresSession) throws -> Bool {
+        try withConnection { connection in
+            try connection.query(
+                """
+                SELECT pg_terminate_backend(pid) AS signalled FROM pg_stat_activity
+                WHERE pid = \(session.processID)
+                    AND (extract(epoch FROM backend_start) * 1000000)::bigint = \(session.startMicroseconds)
+                """
+            ).isEmpty
         }
     }
 

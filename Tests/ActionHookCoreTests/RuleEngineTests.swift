@@ -223,23 +223,45 @@ struct RuleEngineTests {
         #expect(body?.value(atPath: "data.response.subject") == .null)
     }
 
-    @Test func snoozeRedeliversTheOriginalNotification() throws {
-        let planned = try #require(RuleEngine.snoozeRedelivery(of: Self.inviteResponse, delaySeconds: 600))
+    /// A notification sent through ActionHook, bound to the replying device at position 0 (or to no device).
+    static func sent(device: Int?, push: JSONObject?) -> BoundNotification {
+        BoundNotification(
+            id: fixedID, answers: .first, expiresAt: receivedAt.addingTimeInterval(3600), answered: false,
+            collapseId: "collapse-1", category: "event-invite", subject: nil, createdAt: receivedAt, events: [],
+            replacement: nil, device: device, recipient: nil, devices: [], push: push)
+    }
+
+    static let sentPush: JSONObject = [
+        "deviceToken": .string("abcdef0123456789"), "pushType": .string("alert"), "expiration": .integer(1_800_000_000),
+        "collapseId": .string("collapse-1"),
+        "payload": .object(["aps": .object(["alert": .string("Dinner?"), "category": .string("event-invite")])]),
+    ]
+
+    static let erasedPush: JSONObject = {
+        var push = sentPush
+        push["deviceToken"] = .string("")
+        return push
+    }()
+
+    @Test(
+        "a snooze re-delivers exactly the push ActionHook sent the replying device, and nothing else",
+        arguments: [
+            ("bound to its device, with the push it was sent", sent(device: 0, push: sentPush), true),
+            ("not bound to a notification (the reply's own userInfo)", nil, false),
+            ("bound to the notification from another device", sent(device: nil, push: sentPush), false),
+            ("bound, but its push was not read", sent(device: 0, push: nil), false),
+            ("bound, its push erased (no token)", sent(device: 0, push: erasedPush), false),
+        ] as [(String, BoundNotification?, Bool)])
+    func snoozeRedelivery(_ name: String, notification: BoundNotification?, redelivers: Bool) throws {
+        let planned = RuleEngine.snoozeRedelivery(of: notification, delaySeconds: 600)
+        #expect((planned != nil) == redelivers, "\(name)")
+        guard let planned else { return }
         #expect(planned.ordinal == -1)
         #expect(planned.channel == .apns)
         #expect(planned.delaySeconds == 600)
-        #expect(
-            planned.payload
-                == object([
-                    ("deviceToken", .string("abcdef0123456789")), ("pushType", .string("alert")),
-                    ("payload", .object(Self.inviteResponse.userInfo)),
-                ]))
-        #expect(planned.payload.value(atPath: "payload.aps.category") == .string("event-invite"))
-    }
-
-    @Test func snoozeNeedsADeviceToken() {
-        #expect(
-            RuleEngine.snoozeRedelivery(of: NotificationResponse(actionIdentifier: "SNOOZE_ACTION"), delaySeconds: 600)
-                == nil)
+        #expect(planned.kind == .snooze)
+        #expect(planned.payload == .object(Self.sentPush))
+        // The reply's own userInfo plays no part.
+        #expect(planned.payload.value(atPath: "payload.aps.alert") == .string("Dinner?"))
     }
 }

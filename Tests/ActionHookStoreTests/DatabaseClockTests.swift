@@ -5,62 +5,93 @@ import Testing
 
 @Suite("The database's clock as the writer last read it")
 struct DatabaseClockTests {
+    /// A clock and a time line: `instant(s)` is `s` seconds after the start on this machine's monotonic clock,
+    /// and `database(s, ahead:)` the database's time then, `ahead` seconds ahead of that clock.
+    struct Line {
+        let clock = DatabaseClock()
+        let start = ContinuousClock.now
+
+        func instant(_ seconds: Double) -> ContinuousClock.Instant { start + .milliseconds(Int(seconds * 1000)) }
+        func database(_ seconds: Double, ahead: TimeInterval) -> Date {
+            Date(timeIntervalSince1970: DatabaseClock.seconds(instant(seconds)) + ahead)
+        }
+        func micros(_ date: Date?) -> Int64? { date.map { Int64(($0.timeIntervalSince1970 * 1_000_000).rounded()) } }
+        func now(_ seconds: Double) -> Int64? { micros(clock.now(instant: instant(seconds))) }
+        func expected(_ seconds: Double, ahead: TimeInterval) -> Int64? { micros(database(seconds, ahead: ahead)) }
+        /// A transaction sent at `seconds` read the database's clock `ahead` seconds ahead.
+        func record(_ seconds: Double, ahead: TimeInterval) {
+            clock.record(database(seconds, ahead: ahead), sentAt: instant(seconds), instant: instant(seconds))
+        }
+    }
+
     @Test(
         "the smallest offset of this window and the last is used; a clock stepped is followed; a stale reading is none")
     func offsets() {
-        let clock = DatabaseClock()
-        let start = ContinuousClock.now
-        let origin = Date(timeIntervalSince1970: 1_795_000_000)
-        // This machine's clock and the instants advance together.
-        func local(_ seconds: Int) -> Date { origin.addingTimeInterval(TimeInterval(seconds)) }
-        func now(_ seconds: Int) -> Int64? {
-            clock.now(at: local(seconds), instant: start + .seconds(seconds)).map {
-                Int64(($0.timeIntervalSince1970 * 1_000_000).rounded())
-            }
-        }
-        func expected(_ seconds: Int, ahead: TimeInterval) -> Int64 {
-            Int64(((local(seconds).timeIntervalSince1970 + ahead) * 1_000_000).rounded())
-        }
-        func record(_ seconds: Int, ahead: TimeInterval) {
-            clock.record(
-                local(seconds).addingTimeInterval(ahead), sentAt: local(seconds), instant: start + .seconds(seconds))
-        }
-        #expect(now(0) == nil)
+        let line = Line()
+        #expect(line.now(0) == nil)
         // The database is 5 s ahead; transactions start 2 ms, then 0.5 ms, then 3 ms after they are sent.
-        record(0, ahead: 5.002)
-        #expect(now(0) == expected(0, ahead: 5.002))
-        record(1, ahead: 5.0005)
-        record(2, ahead: 5.003)
-        #expect(now(2) == expected(2, ahead: 5.0005))
+        line.record(0, ahead: 5.002)
+        #expect(line.now(0) == line.expected(0, ahead: 5.002))
+        line.record(1, ahead: 5.0005)
+        line.record(2, ahead: 5.003)
+        #expect(line.now(2) == line.expected(2, ahead: 5.0005))
         // The database's clock is stepped 1 s forward: the old windows' offset goes with them.
-        record(11, ahead: 6.001)
-        #expect(now(11) == expected(11, ahead: 5.0005))
-        record(22, ahead: 6.001)
-        #expect(now(22) == expected(22, ahead: 6.001))
+        line.record(11, ahead: 6.001)
+        #expect(line.now(11) == line.expected(11, ahead: 5.0005))
+        line.record(22, ahead: 6.001)
+        #expect(line.now(22) == line.expected(22, ahead: 6.001))
         // Ten seconds without a reading: none, and the next reading starts afresh.
-        #expect(now(32) == nil)
-        record(40, ahead: 7)
-        #expect(now(40) == expected(40, ahead: 7))
+        #expect(line.now(32) == nil)
+        line.record(40, ahead: 7)
+        #expect(line.now(40) == line.expected(40, ahead: 7))
     }
 
-    @Test("the receipt times given out only go forward, a microsecond apart at least, estimated or read")
-    func monotonic() {
-        let clock = DatabaseClock()
-        let start = ContinuousClock.now
-        let local = Date(timeIntervalSince1970: 1_795_000_000)
-        func micros(_ date: Date?) -> Int64 { Int64(((date?.timeIntervalSince1970 ?? 0) * 1_000_000).rounded()) }
+    @Test("the receipt times given out keep their order, a microsecond apart at least, estimated or read")
+    func ordered() throws {
+        let line = Line()
         // A first reading 3 ms late, then a better one: the estimate moves back by 2.5 ms.
-        clock.record(local.addingTimeInterval(5.003), sentAt: local, instant: start)
-        let first = clock.now(at: local, instant: start)
-        clock.record(local.addingTimeInterval(5.0005), sentAt: local, instant: start)
-        let second = clock.now(at: local.addingTimeInterval(0.001), instant: start)
-        #expect(micros(first) == micros(local.addingTimeInterval(5.003)))
-        #expect(micros(second) == micros(first) + 1)
+        line.record(0, ahead: 5.003)
+        let first = try #require(line.now(0))
+        line.record(0, ahead: 5.0005)
+        let second = try #require(line.now(0.001))
+        #expect(first == line.expected(0, ahead: 5.003))
+        #expect(second == first + 1)
         // A time read from the database before the last one given out comes after it.
-        let read = clock.issue(local.addingTimeInterval(5.001))
-        #expect(micros(read) == micros(second) + 1)
+        let read = try #require(line.micros(line.clock.issue(line.database(0, ahead: 5.001))))
+        #expect(read == second + 1)
         // Later times pass through.
-        let later = clock.issue(local.addingTimeInterval(6))
-        #expect(micros(later) == micros(local.addingTimeInterval(6)))
+        #expect(line.micros(line.clock.issue(line.database(1, ahead: 5))) == line.expected(1, ahead: 5))
+    }
+
+    @Test("the database's clock stepped back 120 s: receipt times follow it at once instead of freezing")
+    func steppedBack() throws {
+        let line = Line()
+        line.record(0, ahead: 0.001)
+        #expect(line.now(0.5) == line.expected(0.5, ahead: 0.001))
+        // The step: the next transaction reads a clock 120 s behind.
+        line.record(1, ahead: -120)
+        var times: [Int64] = []
+        for tenth in 10...30 { times.append(try #require(line.now(Double(tenth) / 10))) }
+        // Each time is the database's own, 120 s back, and time goes on (not the last one plus a microsecond).
+        #expect(times.first == line.expected(1, ahead: -120))
+        #expect(times.last == line.expected(3, ahead: -120))
+        #expect(zip(times, times.dropFirst()).allSatisfy { $1 - $0 == 100_000 })
+    }
+
+    @Test("the database's clock stepped forward 120 s: followed within two windows, never frozen, never ahead of it")
+    func steppedForward() throws {
+        let line = Line()
+        line.record(0, ahead: 0.001)
+        line.record(1, ahead: 120)
+        var last = try #require(line.now(1))
+        for second in 2...25 {
+            line.record(Double(second), ahead: 120)
+            let time = try #require(line.now(Double(second)))
+            // Never past the database's clock, and moving on with time (by a second a reading).
+            #expect(time <= line.expected(Double(second), ahead: 120)!)
+            #expect(time - last >= 1_000_000)
+            last = time
+        }
+        #expect(last == line.expected(25, ahead: 120))
     }
 }

@@ -18,13 +18,32 @@ struct GroupCommitTests {
         {"id": "stop", "match": {"category": "TIMER_EXPIRED", "action": "STOP_ACTION"}, "handler": {"type": "record"}}
         """
 
-    func item(app: String, key: String, action: String = "STOP_ACTION", text: String? = nil, rule: String? = nil)
-        throws -> IngestItem
-    {
+    static let token = "00112233445566778899aabbccddeeff"
+
+    /// A notification sent through ActionHook to the items' device: a snooze re-sends only such a push.
+    func sent(_ api: TestAPI, app: String) throws -> UUID {
+        let request = try SendRequest.decode(
+            JSONParser.parse(#"{"to": ["\#(Self.token)"], "aps": {"alert": "Tea"}, "ttlSeconds": 3600}"#), now: Date())
+        guard
+            case .created(let answer, _) = try NotificationStore(pool: api.pool).send(
+                appID: app, idempotencyKey: nil, request: request),
+            let id = answer.value(atPath: "id")?.stringValue.flatMap(UUID.init(uuidString:))
+        else { throw TestClientError(description: "the notification was not sent") }
+        return id
+    }
+
+    /// A reply from the device; `bound` names the notification sent to it whose key the reply carries.
+    func item(
+        app: String, key: String, action: String = "STOP_ACTION", text: String? = nil, rule: String? = nil,
+        bound: UUID? = nil, notification: String = "timer-1"
+    ) throws -> IngestItem {
+        var userInfo: JSONObject = ["aps": .object(["category": .string("TIMER_EXPIRED")])]
+        if let bound {
+            userInfo["actionhook"] = .object(["n": .string(bound.uuidString.lowercased()), "d": .integer(0)])
+        }
         var body: JSONObject = [
-            "actionIdentifier": .string(action), "notificationIdentifier": .string("timer-1"),
-            "deviceToken": .string("00112233445566778899aabbccddeeff"),
-            "userInfo": .object(["aps": .object(["category": .string("TIMER_EXPIRED")])]),
+            "actionIdentifier": .string(action), "notificationIdentifier": .string(notification),
+            "deviceToken": .string(Self.token), "userInfo": .object(userInfo),
         ]
         if let text { body["userText"] = .string(text) }
         let response = try NotificationResponse.decode(.object(body))
@@ -206,8 +225,9 @@ struct GroupCommitTests {
         _ = try api.createApp("other-app")
         let writer = IngestWriter(pool: api.pool)
         for app in ["doomed-app", "other-app"] {
+            let notification = try sent(api, app: app)
             let results = writer.ingest(batch: [
-                try item(app: app, key: "s", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
+                try item(app: app, key: "s", action: "SNOOZE_ACTION", rule: Self.snoozeRule, bound: notification),
                 try item(app: app, key: "r", action: "STOP_ACTION", rule: Self.stopRule),
             ])
             #expect(results.allSatisfy { if case .success(.created) = $0 { true } else { false } })
@@ -242,16 +262,22 @@ struct GroupCommitTests {
     func plansSurviveGrowth(truncated: Bool) throws {
         let api = try TestAPI()
         _ = try api.createApp("plan-app")
+        let scope = try #require(
+            SnoozeScope(try item(app: "plan-app", key: "k", action: "SNOOZE_ACTION", rule: Self.snoozeRule)).map {
+                var scope = $0
+                scope.notification = "n-7"
+                return scope
+            })
         let lookups: [(query: PostgresQuery, arguments: String, index: String)] = [
             (IngestStatements.existingApps(["plan-app"]), "'{plan-app}'", "apps_pkey"),
             (
                 // Each partition's copy of responses_snoozes.
-                IngestStatements.snoozeCounts([AppScoped(appID: "plan-app", name: "n-7")]), "'{plan-app}', '{n-7}'",
+                IngestStatements.snoozeCounts([scope]), "'{plan-app}', '{n-7}', '{\(Self.token)}'",
                 "_app_id_notification_identifier_idx"
             ),
             (
-                IngestStatements.cancelPendingSnoozes(apps: ["plan-app"], notifications: ["n-7"], positions: [1]),
-                "'{plan-app}', '{n-7}', '{1}'", "followups_snoozes"
+                IngestStatements.cancelPendingSnoozes([scope], positions: [1]),
+                "'{plan-app}', '{n-7}', '{\(Self.token)}', '{1}'", "followups_snoozes"
             ),
         ]
         for lookup in lookups { #expect(lookup.query.isPrepared) }
@@ -349,11 +375,12 @@ struct GroupCommitTests {
     func snoozeCancelledWithinABatch() throws {
         let api = try TestAPI()
         _ = try api.createApp("timer-app")
+        let notification = try sent(api, app: "timer-app")
         let writer = IngestWriter(pool: api.pool)
         let results = writer.ingest(batch: [
-            try item(app: "timer-app", key: "s1", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
+            try item(app: "timer-app", key: "s1", action: "SNOOZE_ACTION", rule: Self.snoozeRule, bound: notification),
             try item(app: "timer-app", key: "stop", action: "STOP_ACTION", rule: Self.stopRule),
-            try item(app: "timer-app", key: "s2", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
+            try item(app: "timer-app", key: "s2", action: "SNOOZE_ACTION", rule: Self.snoozeRule, bound: notification),
         ])
         #expect(results.allSatisfy { if case .success(.created) = $0 { true } else { false } })
         let statuses = try snoozeStatuses(api)
@@ -366,8 +393,11 @@ struct GroupCommitTests {
     func answerCancelsSnooze(warm: Bool) throws {
         let api = try TestAPI()
         _ = try api.createApp("timer-app-\(warm)")
+        let notification = try sent(api, app: "timer-app-\(warm)")
         let snoozed = IngestWriter(pool: api.pool).ingest(batch: [
-            try item(app: "timer-app-\(warm)", key: "s1", action: "SNOOZE_ACTION", rule: Self.snoozeRule)
+            try item(
+                app: "timer-app-\(warm)", key: "s1", action: "SNOOZE_ACTION", rule: Self.snoozeRule, bound: notification
+            )
         ])
         guard case .success(.created) = snoozed[0] else {
             Issue.record("the snooze was not stored: \(snoozed)")
@@ -456,7 +486,9 @@ struct GroupCommitTests {
         let created = Mutex(0)
         func submit(_ key: String) throws {
             answered.enter()
-            batcher.submit(try item(app: "queue-app", key: key)) { result in
+            // Each its own notification: replies to one notification from one device take turns (the
+            // snooze scope's lock), which would hold the second writer back for another reason.
+            batcher.submit(try item(app: "queue-app", key: key, notification: "timer-\(key)")) { result in
                 if case .success(.created) = result { created.withLock { $0 += 1 } }
                 answered.leave()
             }
@@ -501,6 +533,8 @@ struct GroupCommitTests {
         let suffix = UUID().uuidString.prefix(8).lowercased()
         let (snoozing, alsoSnoozing, recording) = ("notify-a-\(suffix)", "notify-b-\(suffix)", "notify-c-\(suffix)")
         for app in [snoozing, alsoSnoozing, recording] { _ = try api.createApp(app) }
+        let snoozingNotification = try sent(api, app: snoozing)
+        let alsoSnoozingNotification = try sent(api, app: alsoSnoozing)
         let received = Mutex([String]())
         let ready = "ready-\(suffix)"
         let listener = PostgresListener(
@@ -516,9 +550,13 @@ struct GroupCommitTests {
             })
 
         let results = IngestWriter(pool: api.pool).ingest(batch: [
-            try item(app: snoozing, key: "1", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
-            try item(app: snoozing, key: "2", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
-            try item(app: alsoSnoozing, key: "1", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
+            try item(
+                app: snoozing, key: "1", action: "SNOOZE_ACTION", rule: Self.snoozeRule, bound: snoozingNotification),
+            try item(
+                app: snoozing, key: "2", action: "SNOOZE_ACTION", rule: Self.snoozeRule, bound: snoozingNotification),
+            try item(
+                app: alsoSnoozing, key: "1", action: "SNOOZE_ACTION", rule: Self.snoozeRule,
+                bound: alsoSnoozingNotification),
             try item(app: recording, key: "1", action: "STOP_ACTION", rule: Self.stopRule),
         ])
         #expect(results.allSatisfy { if case .success(.created) = $0 { true } else { false } })
@@ -533,12 +571,14 @@ struct GroupCommitTests {
     func replayInABatchWritesNothing() throws {
         let api = try TestAPI()
         _ = try api.createApp("retry-app")
+        let notification = try sent(api, app: "retry-app")
         let writer = IngestWriter(pool: api.pool)
         guard
             case .created(let stopAnswer) = try writer.ingest(
                 try item(app: "retry-app", key: "stop", rule: Self.stopRule)),
             case .created = try writer.ingest(
-                try item(app: "retry-app", key: "s1", action: "SNOOZE_ACTION", rule: Self.snoozeRule))
+                try item(
+                    app: "retry-app", key: "s1", action: "SNOOZE_ACTION", rule: Self.snoozeRule, bound: notification))
         else {
             Issue.record("the first answers were not created")
             return
@@ -547,7 +587,7 @@ struct GroupCommitTests {
         // re-delivery and s2's; the batch is written again with the stop replayed instead.
         let results = writer.ingest(batch: [
             try item(app: "retry-app", key: "stop", rule: Self.stopRule),
-            try item(app: "retry-app", key: "s2", action: "SNOOZE_ACTION", rule: Self.snoozeRule),
+            try item(app: "retry-app", key: "s2", action: "SNOOZE_ACTION", rule: Self.snoozeRule, bound: notification),
         ])
         guard case .success(.replayed(let replayed)) = results[0], case .success(.created(let snooze)) = results[1]
         else {
@@ -559,7 +599,7 @@ struct GroupCommitTests {
         let statuses = try snoozeStatuses(api)
         #expect(statuses == ["s1=pending", "s2=pending"])
         #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'retry-app'") == 3)
-        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE app_id = 'retry-app'") == 2)
+        #expect(try api.count("SELECT count(*) AS n FROM followups WHERE app_id = 'retry-app' AND is_snooze") == 2)
     }
 }
 

@@ -239,13 +239,24 @@ def invite_body(index):
             "userInfo": {"aps": {"category": "invite"}, "eventId": str(index)}}
 
 
-def snooze_body(index, key, delays):
-    notification = key
-    token = "0" + hashlib.sha256(key.encode()).hexdigest()[:63]
-    return {"actionIdentifier": f"snooze-{delays[index % len(delays)]}", "notificationIdentifier": notification,
-            "deviceToken": token,
+def snooze_token(key):
+    return "0" + hashlib.sha256(key.encode()).hexdigest()[:63]
+
+
+def snooze_send(key):
+    """The notification a snooze reply answers: sent through ActionHook to the reply's device (a snooze
+    re-sends only what ActionHook itself sent, to the device it sent it to)."""
+    return {"to": [snooze_token(key)], "category": "timer",
+            "aps": {"alert": {"title": "Timer", "body": "Your tea is ready"}}, "userInfo": {"timerId": key},
+            "ttlSeconds": 3600}
+
+
+def snooze_body(index, key, delays, sent):
+    """A snooze of the notification `sent` (the send's answer), forwarded with the key its push carried."""
+    return {"actionIdentifier": f"snooze-{delays[index % len(delays)]}",
+            "notificationIdentifier": sent["collapseId"], "deviceToken": snooze_token(key),
             "userInfo": {"aps": {"alert": {"title": "Timer", "body": "Your tea is ready"}, "category": "timer"},
-                         "timerId": notification}}
+                         "timerId": key, "actionhook": {"n": sent["id"], "d": 0}}}
 
 
 class Ingest:
@@ -287,6 +298,32 @@ class Ingest:
                 self.log.write(f"{key}\t{attempt}\t{start:.6f}\t{end:.6f}\t{status}\t{retry_after or chr(92) + 'N'}"
                                f"\t{response_id or chr(92) + 'N'}\n")
 
+    def send(self, key):
+        """Sends the notification of snooze `key` (--send-url, FAULTS_SERVER_KEY), retried under its own
+        Idempotency-Key until acknowledged, and returns the answer."""
+        url = urllib.parse.urlsplit(self.arguments.send_url)
+        server_key = os.environ.get("FAULTS_SERVER_KEY", "")
+        if not url.path or not server_key:
+            raise SystemExit("driver: snoozes need --send-url and FAULTS_SERVER_KEY")
+        body = json.dumps(snooze_send(key)).encode()
+        for _ in range(300):
+            try:
+                connection = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=self.arguments.timeout)
+                connection.request("POST", url.path, body=body, headers={
+                    "Authorization": f"Bearer {server_key}", "Content-Type": "application/json",
+                    "Idempotency-Key": f"{key}-send"})
+                response = connection.getresponse()
+                answer = response.read()
+                connection.close()
+                if response.status in (200, 202):
+                    return json.loads(answer)
+                if response.status not in RETRYABLE:
+                    raise SystemExit(f"driver: the send of {key} answered {response.status}: {answer[:200]!r}")
+            except (OSError, http.client.HTTPException):
+                pass
+            time.sleep(0.1)
+        raise SystemExit(f"driver: the send of {key} was never acknowledged")
+
     def connect(self):
         connection = http.client.HTTPConnection(self.host, self.port, timeout=self.arguments.timeout,
                                                 source_address=(self.arguments.source_address, 0)
@@ -298,7 +335,7 @@ class Ingest:
     def send_one(self, index, connection):
         key = f"{self.arguments.key_prefix}-{index}"
         if self.arguments.kind == "snooze":
-            body = snooze_body(index, key, self.delays)
+            body = snooze_body(index, key, self.delays, self.send(key))
         else:
             body = invite_body(index)
         data = json.dumps(body, separators=(",", ":")).encode()
@@ -490,6 +527,7 @@ def main():
     ingest.add_argument("--kind", choices=("invite", "snooze"), default="invite")
     ingest.add_argument("--key-prefix", default="reply")
     ingest.add_argument("--snooze-delays", default="10")
+    ingest.add_argument("--send-url", default="")
     ingest.add_argument("--log")
     ingest.add_argument("--progress")
     ingest.add_argument("--no-retry", action="store_true")

@@ -7,8 +7,9 @@
 --                  422 before the database.
 --                  mixed: as ingest, but only every 4th answer is "accept" (one webhook follow-up with
 --                  bench/setup-app.sh's rules); the others are "maybe" (recorded, no follow-up).
---                  snooze: a TIMER_EXPIRED "snooze", each for its own notification, all from the
---                  device BENCH_TOKEN (a rule with a snooze handler re-sends it there when due).
+--                  snooze: a TIMER_EXPIRED "snooze", each under its own notificationIdentifier, all from
+--                  the device BENCH_TOKEN and bound to the notification BENCH_NOTIFICATION that was sent
+--                  to it (a rule with a snooze handler re-sends its push there when due).
 --   BENCH_KEY      the ingest key sent as the bearer token
 --   BENCH_EXPECT   the status every answer must have (default 202); others are counted as errors
 --   BENCH_RATE     0 (default): closed loop, each connection sends as soon as it has its answer.
@@ -88,6 +89,7 @@ local maybe_body = invite_body:gsub('"actionIdentifier":"accept"', '"actionIdent
 local snooze_body = [[{"actionIdentifier":"snooze","categoryIdentifier":"TIMER_EXPIRED",]]
     .. [["notificationIdentifier":"timer-%d-%d",]]
     .. [["userInfo":{"aps":{"alert":{"title":"Tea","body":"Your 4 minutes are up"},"category":"TIMER_EXPIRED"},]]
+    .. [["actionhook":{"n":"]] .. (os.getenv("BENCH_NOTIFICATION") or "") .. [[","d":0},]]
     .. [["timerId":"t-%d-%d","label":"Tea","minutes":%d},]]
     .. [["deviceToken":"%s","respondedAt":"2026-11-20T10:00:00.000Z"}]]
 

@@ -214,7 +214,11 @@ public struct IngestPlan: Sendable {
                     planned = RuleEngine.plan(
                         rule, response: response, responseID: responseID, receivedAt: receivedAt,
                         subject: decision.subject, outcome: outcome, notification: notification)
-                    if let redelivery = RuleEngine.snoozeRedelivery(of: response, delaySeconds: delaySeconds) {
+                    // A re-delivery due after the notification expired would show what can no longer be answered.
+                    let due = receivedAt.addingTimeInterval(TimeInterval(delaySeconds))
+                    if let redelivery = RuleEngine.snoozeRedelivery(of: notification, delaySeconds: delaySeconds),
+                        notification?.expiresAt.map({ due < $0 }) ?? true
+                    {
                         planned.append(redelivery)
                     }
                 }

@@ -148,17 +148,19 @@ public enum RuleEngine {
         ])
     }
 
-    /// The snooze re-delivery: an APNs follow-up (ordinal -1) of the original `userInfo` (`aps` included)
-    /// to the response's device, push type alert, after `delaySeconds`. nil without a device token.
-    public static func snoozeRedelivery(of response: NotificationResponse, delaySeconds: Int) -> PlannedFollowUp? {
-        guard let deviceToken = response.deviceToken else { return nil }
+    /// The snooze re-delivery: an APNs follow-up (ordinal -1) after `delaySeconds` of the push ActionHook
+    /// sent the replying device for the notification the reply is bound to, exactly as it was sent (same
+    /// token, payload and collapse id). nil for a reply bound to no notification of its device: what a
+    /// client sends is never pushed, nor to a token it chose.
+    public static func snoozeRedelivery(of notification: BoundNotification?, delaySeconds: Int) -> PlannedFollowUp? {
+        guard let notification, notification.device != nil, let push = notification.push,
+            push["deviceToken"]?.stringValue?.isEmpty == false, push["payload"]?.objectValue != nil
+        else { return nil }
+        var payload = push
+        // The re-delivery shows the notification again: the send's own expiry still bounds it.
+        payload["collapseId"] = .string(notification.collapseId)
         return PlannedFollowUp(
-            ordinal: -1, channel: .apns, delaySeconds: delaySeconds,
-            payload: .object([
-                "deviceToken": .string(deviceToken),
-                "pushType": .string("alert"),
-                "payload": .object(response.userInfo),
-            ]), kind: .snooze)
+            ordinal: -1, channel: .apns, delaySeconds: delaySeconds, payload: .object(payload), kind: .snooze)
     }
 
     /// A template rendered as text, whatever the type of the value a lone placeholder names.

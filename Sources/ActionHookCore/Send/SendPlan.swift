@@ -43,6 +43,9 @@ public struct SendPlan: Sendable {
         public var dueAt: Date
         /// The device it goes to (pushes).
         public var deviceToken: String?
+        /// For a reminder, the position in ``SendPlan/rows`` of the push it sends again (same payload,
+        /// same device): the store writes the push's payload once and copies it.
+        public var repeats: Int?
     }
 
     /// The notification's id.
@@ -108,10 +111,10 @@ public struct SendPlan: Sendable {
             let due = now.addingTimeInterval(TimeInterval(step.afterSeconds))
             stepDueTimes.append(due)
             var ordinal = 0
-            func add(_ channel: FollowUpChannel, _ payload: JSONValue, token: String?) -> UUID {
+            func add(_ channel: FollowUpChannel, _ payload: JSONValue, token: String?, repeats: Int? = nil) -> UUID {
                 let row = Row(
                     id: UUID.timeOrdered(at: now), kind: .step, ordinal: ordinal, step: stepIndex, channel: channel,
-                    payload: payload, dueAt: due, deviceToken: token)
+                    payload: payload, dueAt: due, deviceToken: token, repeats: repeats)
                 rows.append(row)
                 ordinal += 1
                 return row.id
@@ -119,8 +122,9 @@ public struct SendPlan: Sendable {
             for action in step.actions {
                 switch action {
                 case .remind:
+                    // The send's pushes are its first rows, in device order.
                     for position in devices.indices {
-                        _ = add(.apns, pushes[position], token: devices[position].deviceToken)
+                        _ = add(.apns, pushes[position], token: devices[position].deviceToken, repeats: position)
                     }
                 case .webhook(let url, let body):
                     let event: JSONValue = .object([
@@ -245,13 +249,17 @@ public struct BoundNotification: Sendable, Equatable {
     /// the notification on these; devices an escalation added are left alone, since they may never have
     /// been sent anything.
     public var devices: [SendDevice]
+    /// The push this device was sent (the APNs follow-up's payload: token, push type, `payload`, collapse
+    /// id), read only for a snooze, which re-delivers exactly it; nil for a device not of the send.
+    public var push: JSONObject?
 
     /// Creates a bound notification.
     public init(
         id: UUID, answers: AnswerPolicy, expiresAt: Date?, answered: Bool, collapseId: String, category: String?,
         subject: String?, createdAt: Date, events: [String], replacement: JSONObject?, device: Int?,
-        recipient: String?, devices: [SendDevice]
+        recipient: String?, devices: [SendDevice], push: JSONObject? = nil
     ) {
+        self.push = push
         self.id = id
         self.answers = answers
         self.expiresAt = expiresAt

@@ -267,7 +267,7 @@ public struct SendRequest: Sendable, Equatable {
     public func check(devices: [SendDevice], limits: SendLimits = SendLimits()) throws(ValidationFailure) {
         var diagnostics = Diagnostics()
         if devices.isEmpty {
-            diagnostics.invalid("/subject", "has no known devices: no device has answered for it yet")
+            diagnostics.invalid("/subject", "has no known devices: no send has named devices for it in `to` yet")
         }
         Self.checkDevices(devices, steps: onNoReply, limits: limits, &diagnostics)
         try diagnostics.check()

@@ -74,7 +74,8 @@ extension APIContext {
         return version
     }
 
-    /// Runs an ingest body through the app's rules without storing anything.
+    /// Runs an ingest body through the app's rules without storing anything (nor reading a sent notification:
+    /// the rule's own follow-ups, without a snooze's re-delivery).
     func dryRun(_ request: HTTPRequest, appID: String) throws -> HTTPResponse {
         let response = try NotificationResponse.decode(try request.jsonBody(), limits: limits)
         let now = Date()
@@ -88,11 +89,7 @@ extension APIContext {
             planned = RuleEngine.plan(
                 rule, response: response, responseID: UUID(), receivedAt: Date(), subject: decision.subject,
                 outcome: outcome)
-            if case .snooze(let delaySeconds, _, _) = rule.handler,
-                let redelivery = RuleEngine.snoozeRedelivery(of: response, delaySeconds: delaySeconds)
-            {
-                planned.append(redelivery)
-            }
+            // A snooze's re-delivery is the push a sent notification carried, which a dry run does not read.
         }
         return .json(
             200,
