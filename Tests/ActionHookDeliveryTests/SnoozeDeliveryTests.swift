@@ -33,26 +33,44 @@ struct SnoozeDeliveryTests {
         return bed
     }
 
-    static func timer(_ action: String, device: String, notification: String) -> [String: Any] {
-        [
-            "actionIdentifier": action, "notificationIdentifier": notification, "deviceToken": device,
-            "responseId": UUID().uuidString.lowercased(),
-            "userInfo": [
-                "aps": [
-                    "alert": ["title": "Timer", "body": "Your tea is ready"], "category": "TIMER_EXPIRED",
-                    "sound": "default",
-                ] as [String: Any],
-                "timerId": notification,
+    /// A reply from `device`; `sent` names the notification ActionHook sent it, whose key the reply carries.
+    static func timer(_ action: String, device: String, notification: String, sent: String? = nil) -> [String: Any] {
+        var userInfo: [String: Any] = [
+            "aps": [
+                "alert": ["title": "Timer", "body": "Your tea is ready"], "category": "TIMER_EXPIRED",
+                "sound": "default",
             ] as [String: Any],
+            "timerId": notification,
+        ]
+        if let sent { userInfo["actionhook"] = ["n": sent, "d": 0] as [String: Any] }
+        return [
+            "actionIdentifier": action, "notificationIdentifier": notification, "deviceToken": device,
+            "responseId": UUID().uuidString.lowercased(), "userInfo": userInfo,
         ]
     }
 
-    /// Snoozes `notification` on `device`; returns the re-delivery's follow-up id and due time
-    /// (database clock, UNIX seconds).
-    static func snooze(_ bed: APNsTestBed, device: String, notification: String) throws -> (
-        responseID: String, followUpID: String, dueAt: Double
-    ) {
-        let answer = try bed.ingest(timer("SNOOZE_ACTION", device: device, notification: notification))
+    /// Sends the timer's notification to `device` through ActionHook (a snooze re-sends only such a push)
+    /// and waits until the stand-in has it; returns the notification's id.
+    static func sendTimer(_ bed: APNsTestBed, device: String, notification: String) async throws -> String {
+        let sent = try bed.send(
+            #"""
+            {"to": ["\#(device)"], "category": "TIMER_EXPIRED", "ttlSeconds": 3600,
+             "aps": {"alert": {"title": "Timer", "body": "Your tea is ready"}, "sound": "default"},
+             "userInfo": {"timerId": "\#(notification)"}}
+            """#)
+        let push = try #require((sent["devices"] as? [[String: Any]])?.first?["followUpId"] as? String)
+        try await bed.waitForFollowUp(push, in: ["delivered"], timeoutSeconds: 10)
+        return try #require(sent["id"] as? String)
+    }
+
+    /// Snoozes `notification` on `device` (sent to it first); returns the re-delivery's follow-up id and due
+    /// time (database clock, UNIX seconds).
+    static func snooze(_ bed: APNsTestBed, device: String, notification: String, sent: String? = nil) async throws
+        -> (responseID: String, followUpID: String, dueAt: Double)
+    {
+        var sent = sent
+        if sent == nil { sent = try await sendTimer(bed, device: device, notification: notification) }
+        let answer = try bed.ingest(timer("SNOOZE_ACTION", device: device, notification: notification, sent: sent))
         #expect(answer["outcome"] as? String == "snoozed")
         let ids = APNsTestBed.followUpIDs(answer)
         try #require(ids.count == 1)
@@ -67,13 +85,16 @@ struct SnoozeDeliveryTests {
         return (try #require(answer["id"] as? String), ids[0], try rows[0].decode("due", as: Double.self))
     }
 
-    /// Checks the one request the stand-in saw for a snooze: the original notification, on time.
+    /// Checks the requests the stand-in saw for a snoozed device: the send's push, then the same push again
+    /// for the snooze, on time.
     static func expectRedelivered(
         _ bed: APNsTestBed, device: String, notification: String, followUpID: String, dueAt: Double
     ) throws {
         let requests = try bed.standIn.requests(token: device)
-        try #require(requests.count == 1, "the stand-in saw \(requests.count) requests for the device")
-        let request = requests[0]
+        try #require(requests.count == 2, "the stand-in saw \(requests.count) requests for the device")
+        let request = try #require(requests.first { $0.apnsID == followUpID })
+        #expect(requests.filter { $0.apnsID == followUpID }.count == 1)
+        #expect(requests[0].apnsID != followUpID)
         #expect(request.status == 200)
         #expect(request.apnsID == followUpID)
         #expect(request.headers["apns-push-type"] == "alert")
@@ -85,7 +106,7 @@ struct SnoozeDeliveryTests {
             + "finished \((attempts.first?.finishedAt ?? 0) - dueAt) s after due"
         #expect(request.time >= dueAt, Comment(rawValue: timing))
         #expect(request.time - dueAt <= 1.5, Comment(rawValue: timing))
-        // The original userInfo, aps included.
+        // The push ActionHook sent, aps included.
         let alert = request.aps?["alert"] as? [String: Any]
         #expect(alert?["title"] as? String == "Timer")
         #expect(alert?["body"] as? String == "Your tea is ready")
@@ -100,20 +121,21 @@ struct SnoozeDeliveryTests {
     func firesOnceOnTime() async throws {
         let bed = try Self.bed(delay: 1)
         let device = APNsStandIn.deviceToken()
-        let snooze = try Self.snooze(bed, device: device, notification: "tea-1")
+        let snooze = try await Self.snooze(bed, device: device, notification: "tea-1")
         #expect(
             try bed.api.count(
                 """
                 SELECT count(*) AS n FROM followups f JOIN responses r ON r.app_id = f.app_id AND r.id = f.response_id
+                JOIN followups p ON p.app_id = f.app_id AND p.notification_id = r.notification_id AND p.kind = 'push'
                 WHERE f.id = \(UUID(uuidString: snooze.followUpID)!) AND abs(extract(epoch FROM f.due_at - r.received_at) - 1) < 0.001
-                    AND f.payload -> 'payload' = r.user_info
+                    AND f.payload -> 'payload' = p.payload -> 'payload'
                 """) == 1)
         try await bed.waitForFollowUp(snooze.followUpID, in: ["delivered", "dead"], timeoutSeconds: 10)
         // Time for a duplicate to show up, were there one.
         try await Task.sleep(for: .seconds(1.5))
         try Self.expectRedelivered(
             bed, device: device, notification: "tea-1", followUpID: snooze.followUpID, dueAt: snooze.dueAt)
-        #expect(try bed.standIn.requests().count == 1)
+        #expect(try bed.standIn.requests().count == 2)
         let shown = try bed.responseFollowUps(snooze.responseID)[snooze.followUpID]
         #expect(shown?["status"] as? String == "delivered")
         #expect((shown?["attempts"] as? [[String: Any]])?.count == 1)
@@ -124,8 +146,11 @@ struct SnoozeDeliveryTests {
         let bed = try Self.bed(delay: 2)
         let stopped = APNsStandIn.deviceToken()
         let kept = APNsStandIn.deviceToken()
-        let cancelled = try Self.snooze(bed, device: stopped, notification: "tea-2")
-        let control = try Self.snooze(bed, device: kept, notification: "egg-2")
+        // Both sent first: the stop must come within the 2 s before the snooze is due.
+        let stoppedSent = try await Self.sendTimer(bed, device: stopped, notification: "tea-2")
+        let keptSent = try await Self.sendTimer(bed, device: kept, notification: "egg-2")
+        let cancelled = try await Self.snooze(bed, device: stopped, notification: "tea-2", sent: stoppedSent)
+        let control = try await Self.snooze(bed, device: kept, notification: "egg-2", sent: keptSent)
         let stop = try bed.ingest(Self.timer("STOP_ACTION", device: stopped, notification: "tea-2"))
         #expect(stop["outcome"] as? String == "recorded")
         let stopID = try #require(stop["id"] as? String)
@@ -146,7 +171,9 @@ struct SnoozeDeliveryTests {
         try await Task.sleep(for: .seconds(max(0, waitUntil - Date().timeIntervalSince1970)))
         try Self.expectRedelivered(
             bed, device: kept, notification: "egg-2", followUpID: control.followUpID, dueAt: control.dueAt)
-        #expect(try bed.standIn.requests(token: stopped).isEmpty)
+        // Only the send's own push.
+        #expect(try bed.standIn.requests(token: stopped).map(\.apnsID) != [cancelled.followUpID])
+        #expect(try bed.standIn.requests(token: stopped).count == 1)
         #expect(try bed.followUp(cancelled.followUpID) == .init(status: "cancelled", attempt: 0, lastError: nil))
         #expect(try bed.attempts(cancelled.followUpID).isEmpty)
     }
@@ -160,7 +187,7 @@ struct SnoozeDeliveryTests {
         #expect(second.configuration.workerEnabled)
 
         let device = APNsStandIn.deviceToken()
-        let snooze = try Self.snooze(bed, device: device, notification: "tea-3")
+        let snooze = try await Self.snooze(bed, device: device, notification: "tea-3")
         try await bed.waitForFollowUp(snooze.followUpID, in: ["delivered", "dead"], timeoutSeconds: 10)
         // Both workers poll every 200 ms: a second delivery would show within this wait.
         try await Task.sleep(for: .seconds(1.5))

@@ -319,13 +319,25 @@ struct IOSScenarioTests {
             api, app: "timers",
             #"{"id": "timer-stop", "match": {"category": "TIMER_EXPIRED", "action": "STOP_ACTION"}, "handler": {"type": "record"}}"#
         )
+        // The timer's notification, sent through ActionHook to the device: a snooze re-sends its push.
+        let serverKey = try #require(
+            try api.admin("POST", "/v1/apps/timers/keys", json: #"{"scope": "send"}"#).json["secret"] as? String)
+        let sent = try api.call(
+            "POST", "/v1/apps/timers/notifications", token: serverKey,
+            json: #"""
+                {"to": ["\#(IOSScenario.deviceA)"], "category": "TIMER_EXPIRED", "ttlSeconds": 3600,
+                 "aps": {"alert": {"title": "Timer", "body": "Your tea is ready"}, "sound": "default"},
+                 "userInfo": {"timerId": "tea"}}
+                """#)
+        try #require(sent.status == 202, "\(sent.text)")
+        let sentID = try #require(sent.json["id"] as? String)
         func timer(_ action: String, _ responseId: String, notification: String = "timer-tea-1") -> String {
             #"""
             {"actionIdentifier": "\#(action)", "notificationIdentifier": "\#(notification)",
              "deviceToken": "\#(IOSScenario.deviceA)", "responseId": "\#(responseId)",
              "userInfo": {"aps": {"alert": {"title": "Timer", "body": "Your tea is ready"},
                                   "category": "TIMER_EXPIRED", "sound": "default"},
-                          "timerId": "tea"}}
+                          "timerId": "tea", "actionhook": {"n": "\#(sentID)", "d": 0}}}
             """#
         }
 
@@ -352,12 +364,13 @@ struct IOSScenarioTests {
             let original = rows[0].payload["payload"] as? [String: Any]
             #expect(original?["timerId"] as? String == "tea")
             #expect((original?["aps"] as? [String: Any])?["category"] as? String == "TIMER_EXPIRED")
-            // The re-delivered payload is exactly the stored userInfo, due 60 s after receipt.
+            // The re-delivered payload is exactly the push the send made, due 60 s after receipt.
             #expect(
                 try api.count(
                     """
                     SELECT count(*) AS n FROM followups f JOIN responses r ON r.app_id = f.app_id AND r.id = f.response_id
-                    WHERE f.id = \(UUID(uuidString: rows[0].id)!) AND f.payload -> 'payload' = r.user_info
+                    JOIN followups p ON p.app_id = f.app_id AND p.notification_id = r.notification_id AND p.kind = 'push'
+                    WHERE f.id = \(UUID(uuidString: rows[0].id)!) AND f.payload -> 'payload' = p.payload -> 'payload'
                         AND abs(extract(epoch FROM f.due_at - r.received_at) - 60) < 0.01
                         AND f.notification_identifier = 'timer-tea-1'
                     """) == 1)

@@ -150,7 +150,18 @@ struct ReplyAgeTests {
             #"{"id":"snooze","priority":5,"match":{"action":"snooze"},"handler":{"type":"snooze","delaySeconds":600}}"#
         #expect(try api.admin("POST", "/v1/apps/age-side/rules", json: snooze).status == 201)
         let notification = #","notificationIdentifier":"n-1""#
-        #expect(try api.ingest(key: key, json: Self.invite("snooze", age: 1, extra: notification)).status == 202)
+        // The snooze answers a notification sent through ActionHook to the device: only its push is re-sent.
+        let serverKey = try #require(
+            try api.admin("POST", "/v1/apps/age-side/keys", json: #"{"scope": "send"}"#).json["secret"] as? String)
+        let sent = try api.call(
+            "POST", "/v1/apps/age-side/notifications", token: serverKey,
+            json: #"{"to": ["\#(Self.device)"], "aps": {"alert": "Party?"}, "ttlSeconds": 3600}"#)
+        let sentID = try #require(sent.json["id"] as? String)
+        let snoozeBody = #"""
+            {"actionIdentifier":"snooze","deviceToken":"\#(Self.device)","respondedAt":"\#(Self.timestamp(1))"\#(notification),
+             "userInfo":{"aps":{"category":"invite"},"eventId":"42","actionhook":{"n":"\#(sentID)","d":0}}}
+            """#
+        #expect(try api.ingest(key: key, json: snoozeBody).status == 202)
         #expect(
             try api.ingest(key: key, json: Self.invite("decline", age: 1, extra: #","notificationIdentifier":"n-2""#))
                 .status == 202)

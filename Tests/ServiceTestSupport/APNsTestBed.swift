@@ -39,6 +39,21 @@ package final class APNsTestBed {
         return answer.json
     }
 
+    /// Sends `json` (a `POST …/notifications` body) through ActionHook with a server key of the app (made on
+    /// first use) and returns the 202's answer.
+    package func send(_ json: String) throws -> [String: Any] {
+        if serverKey == nil {
+            let made = try api.admin("POST", "/v1/apps/\(app)/keys", json: #"{"scope": "send"}"#)
+            try #require(made.status == 201, "server key: \(made.status) \(made.text)")
+            serverKey = made.json["secret"] as? String
+        }
+        let answer = try api.call("POST", "/v1/apps/\(app)/notifications", token: serverKey, json: json)
+        try #require(answer.status == 202, "send: \(answer.status) \(answer.text)")
+        return answer.json
+    }
+
+    private var serverKey: String?
+
     /// The follow-up ids of an ingest answer, in order.
     package static func followUpIDs(_ answer: [String: Any]) -> [String] {
         (answer["followUps"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
