@@ -127,6 +127,77 @@ struct SendPlanTests {
                 == nil)
     }
 
+    @Test("a step webhook's body is the caller's data inside notification.unanswered, never the envelope itself")
+    func stepWebhookEnvelope() throws {
+        let request = try SendRequest.decode(
+            json(
+                #"""
+                {"to": ["\#(Self.token1)"], "subject": "42",
+                 "onNoReply": [{"afterSeconds": 60, "followUps": [
+                    {"type": "webhook", "body": {"type": "invite.accepted", "eventId": "42"}},
+                    {"type": "webhook", "url": "https://hooks.example.com/steps", "body": "plain text"},
+                    {"type": "webhook"}]}]}
+                """#), now: Self.now)
+        let id = UUID()
+        let plan = SendPlan(request, devices: request.to ?? [], id: id, now: Self.now)
+        let steps = plan.rows.filter { $0.kind == .step }.map(\.payload)
+        try #require(steps.count == 3)
+        for (index, payload) in steps.enumerated() {
+            #expect(payload.value(atPath: "body.type")?.stringValue == "notification.unanswered", "step \(index)")
+            #expect(payload.value(atPath: "body.timestamp")?.stringValue == "2027-01-15T08:01:00.000Z")
+            #expect(payload.value(atPath: "body.data.notification.id")?.stringValue == id.lowercasedString)
+            #expect(payload.value(atPath: "body.data.notification.subject")?.stringValue == "42")
+            #expect(payload.value(atPath: "body.data.step")?.intValue == 0)
+            #expect(payload.value(atPath: "body.data.afterSeconds")?.intValue == 60)
+            #expect(payload.value(atPath: "body.eventId") == nil)
+            #expect(payload.value(atPath: "body")?.objectValue?.keys.sorted() == ["data", "timestamp", "type"])
+        }
+        #expect(
+            steps[0].value(atPath: "body.data.body")
+                == .object(["type": .string("invite.accepted"), "eventId": .string("42")]))
+        #expect(steps[0].value(atPath: "url") == .null)
+        #expect(steps[1].value(atPath: "body.data.body") == .string("plain text"))
+        #expect(steps[1].value(atPath: "url")?.stringValue == "https://hooks.example.com/steps")
+        #expect(steps[2].value(atPath: "body.data.body") == nil)
+    }
+
+    @Test(
+        "a step's URL: on the app's webhook origin, and not private on a strict instance",
+        arguments: [
+            // (step url, app endpoint, private allowed, refused)
+            ("https://hooks.example.com/other", "https://hooks.example.com/app", false, false),
+            ("https://HOOKS.example.com./x?y=1", "https://hooks.example.com/app", false, false),
+            ("https://hooks.example.com:443/x", "https://hooks.example.com/app", false, false),
+            ("HTTPS://hooks.example.com/x", "https://hooks.example.com/app", false, false),
+            ("http://hooks.example.com/app", "https://hooks.example.com/app", false, true),
+            ("https://hooks.example.com:8443/app", "https://hooks.example.com/app", false, true),
+            ("https://evil.example.com/app", "https://hooks.example.com/app", false, true),
+            ("https://hooks.example.com.evil.example/app", "https://hooks.example.com/app", false, true),
+            ("https://hooks.example.com/app", nil, false, true),
+            ("http://127.0.0.1:8080/step", "http://127.0.0.1:8080/app", false, true),
+            ("http://127.0.0.1:8080/step", "http://127.0.0.1:8080/app", true, false),
+            ("http://[::1]:8080/step", "http://127.0.0.1:8080/app", true, true),
+            ("http://10.0.0.1/", "https://hooks.example.com/app", false, true),
+            ("http://169.254.169.254/latest/meta-data/", "https://hooks.example.com/app", true, true),
+        ] as [(String, String?, Bool, Bool)])
+    func stepWebhookTargets(_ url: String, _ endpoint: String?, _ allowPrivate: Bool, _ refused: Bool) throws {
+        let request = try SendRequest.decode(
+            json(
+                #"""
+                {"to": ["\#(Self.token1)"], "onNoReply": [{"afterSeconds": 60, "followUps": [
+                    {"type": "remind"}, {"type": "webhook"}, {"type": "webhook", "url": "\#(url)"}]}]}
+                """#), now: Self.now)
+        #expect(request.stepWebhookURLs.map(\.pointer) == ["/onNoReply/0/followUps/2/url"])
+        do {
+            try request.checkWebhookTargets(appEndpoint: endpoint, allowPrivate: allowPrivate)
+            #expect(!refused, "\(url) was allowed")
+        } catch {
+            #expect(refused, "\(url) was refused")
+            #expect(error.errors.map(\.pointer) == ["/onNoReply/0/followUps/2/url"])
+            #expect(error.errors.allSatisfy { !$0.detail.contains(url) })
+        }
+    }
+
     @Test("a send that would queue more than 20,000 rows (reminders are a push per device) is refused")
     func rowLimit() throws {
         let devices = (0..<1000).map { #""\#(String(format: "%064x", $0 + 1))""# }.joined(separator: ",")

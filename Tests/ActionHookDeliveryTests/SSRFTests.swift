@@ -179,6 +179,78 @@ struct SSRFTests {
         #expect(await Hooks.poll(timeout: .seconds(5)) { canary.connections == 1 })
     }
 
+    @Test(
+        "a send's step URLs to loopback, private or link-local addresses are 422s at their pointers on a strict instance"
+    )
+    func stepURLsRefusedWhenSending() async throws {
+        let canary = try RawTCPServer()
+        let port = canary.port
+        let api = try TestAPI {
+            $0.workerEnabled = true
+            $0.allowPrivateWebhooks = false
+            $0.worker.pollInterval = .milliseconds(200)
+        }
+        let permissive = Hooks.sibling(of: api) { $0.allowPrivateWebhooks = true }
+        try permissive.start()
+        defer { permissive.stop() }
+        func serverKey(_ app: String) throws -> String {
+            let key = try api.admin("POST", "/v1/apps/\(app)/keys", json: #"{"scope": "send"}"#)
+            try #require(key.status == 201, "\(key.text)")
+            return try #require(key.json["secret"] as? String)
+        }
+        func send(port: Int, app: String, key: String, urls: [String]) throws -> TestResponse {
+            let followUps = urls.map { #"{"type": "webhook", "url": "\#($0)"}"# }.joined(separator: ", ")
+            return try HTTPTestClient(port: port).request(
+                "POST", "/v1/apps/\(app)/notifications", headers: [("Authorization", "Bearer \(key)")],
+                json: #"""
+                    {"to": ["\#(String(repeating: "ab", count: 32))"], "aps": {"alert": "Hi"},
+                     "onNoReply": [{"afterSeconds": 1, "followUps": [\#(followUps)]}]}
+                    """#)
+        }
+
+        // Ten forms, one step follow-up each (a step's most), for an app whose endpoint is public.
+        _ = try Hooks.createApp(api, "public", url: "https://hooks.example.com/app", secret: Hooks.newSecret())
+        let publicKey = try serverKey("public")
+        let forms = [
+            "http://127.0.0.1:\(port)/hook", "http://[::1]:\(port)/", "http://10.0.0.1/",
+            "http://10.255.255.254:8080/x",
+            "http://192.168.1.1/", "http://169.254.169.254/latest/meta-data/", "http://2130706433:\(port)/",
+            "http://[::ffff:127.0.0.1]:\(port)/", "http://localhost:\(port)/", "http://[fd00::1]/",
+        ]
+        let answer = try send(port: api.port, app: "public", key: publicKey, urls: forms)
+        #expect(answer.status == 422, "\(answer.status) \(answer.text)")
+        let errors = answer.json["errors"] as? [[String: Any]] ?? []
+        #expect(
+            errors.compactMap { $0["pointer"] as? String }
+                == forms.indices.map { "/onNoReply/0/followUps/\($0)/url" })
+        #expect(errors.allSatisfy { $0["detail"] as? String == WebhookURL.refusedTargetDetail })
+        for form in forms { #expect(!answer.text.contains(form)) }
+
+        // An app whose own endpoint is on loopback (saved where that is allowed): a step on its origin is still
+        // refused on the strict instance, and accepted by the permissive one.
+        let local = "http://127.0.0.1:\(port)"
+        let saved = try Hooks.admin(
+            port: permissive.port, "POST", "/v1/apps",
+            json: #"{"id": "local", "name": "local", "webhook": {"url": "\#(local)/app"}}"#)
+        try #require(saved.status == 201, "\(saved.text)")
+        let localKey = try serverKey("local")
+        let strict = try send(port: api.port, app: "local", key: localKey, urls: ["\(local)/step"])
+        #expect(strict.status == 422, "\(strict.status) \(strict.text)")
+        #expect(Self.pointers(strict) == ["/onNoReply/0/followUps/0/url"])
+        #expect(try api.count("SELECT count(*) AS n FROM notifications") == 0)
+        let allowed = try send(port: permissive.port, app: "local", key: localKey, urls: ["\(local)/step"])
+        #expect(allowed.status == 202, "\(allowed.status) \(allowed.text)")
+        #expect(try api.count("SELECT count(*) AS n FROM notifications") == 1)
+
+        // The strict worker refuses that step when it comes due: dead, forbidden_address, 0 connections.
+        let step = try #require(
+            try api.query("SELECT id::text AS id FROM followups WHERE kind = 'step' AND channel = 'webhook'").first)
+        let stepID = try step.decode("id", as: String.self)
+        let row = try await Hooks.waitFor(api, stepID, status: "dead", timeout: .seconds(30))
+        #expect(row.lastError == "forbidden_address")
+        #expect(canary.connections == 0, "a step reached the loopback canary")
+    }
+
     /// Names from /etc/hosts and the machine's own host name that resolve only to loopback and that
     /// the save-time check lets through (it refuses `localhost` and friends by name).
     static func loopbackNames() -> [String] {

@@ -72,8 +72,9 @@ package final class WebhookReceiver: Sendable {
     private let servers: [HTTPServer]
 
     /// Starts `listeners` servers (each its own port: webhook senders pool connections per host
-    /// and port, so several listeners let more deliveries be in flight at once).
-    package init(listeners: Int = 1, threads: Int = 4) throws {
+    /// and port, so several listeners let more deliveries be in flight at once), on `host` and `port`
+    /// (0: a free one; another number suits one listener only).
+    package init(listeners: Int = 1, threads: Int = 4, host: String = "127.0.0.1", port: Int = 0) throws {
         let shared = self.shared
         var servers: [HTTPServer] = []
         for listener in 0..<listeners {
@@ -86,7 +87,7 @@ package final class WebhookReceiver: Sendable {
             }
             let server = HTTPServer(
                 configuration: HTTPServerConfiguration(
-                    host: "127.0.0.1", port: 0, threads: threads, connectionTimeoutSeconds: 120,
+                    host: host, port: port, threads: threads, connectionTimeoutSeconds: 120,
                     perIPConnectionLimit: 0, defaultBodyLimit: 4 << 20),
                 router: router, logger: Logger(label: "webhook-receiver"))
             try server.start()

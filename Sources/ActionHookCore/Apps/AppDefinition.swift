@@ -245,6 +245,25 @@ public enum WebhookURL {
 }
 
 extension WebhookURL {
+    /// What a refused target's error says; never the URL itself.
+    public static let refusedTargetDetail = "must not target a loopback, private or link-local address"
+
+    /// Whether `text` is on the origin of `base`: the same scheme, host (letter case and a trailing dot aside)
+    /// and port (an absent port being the scheme's default). Both must be well-formed.
+    public static func isSameOrigin(_ text: String, as base: String) -> Bool {
+        guard let own = origin(text), let other = origin(base) else { return false }
+        return own == other
+    }
+
+    static func origin(_ text: String) -> String? {
+        guard isWellFormed(text), let components = URLComponents(string: text),
+            let scheme = components.scheme?.lowercased(), var host = components.host?.lowercased()
+        else { return nil }
+        if host.hasSuffix(".") { host.removeLast() }
+        let port = components.port ?? (scheme == "https" ? 443 : 80)
+        return "\(scheme)://\(host):\(port)"
+    }
+
     /// Whether a URL may be saved: its host must not be a local name or a literal non-public
     /// address (names are checked again, resolved, when connecting), unless `allowPrivate`.
     public static func isAllowedTarget(_ text: String, allowPrivate: Bool) -> Bool {

@@ -103,7 +103,7 @@ public struct AppConfiguration: Sendable, Equatable {
                     invalid.append(
                         FieldError(
                             pointer: base + "/followUps/\(position)/url",
-                            detail: "must not target a loopback, private or link-local address"))
+                            detail: WebhookURL.refusedTargetDetail))
                 }
                 rules.append(rule)
             } catch {

@@ -127,16 +127,18 @@ public struct SendPlan: Sendable {
                         _ = add(.apns, pushes[position], token: devices[position].deviceToken, repeats: position)
                     }
                 case .webhook(let url, let body):
+                    // The service owns the envelope: the caller's body is data inside the event, so a send's key
+                    // cannot have any JSON of its choosing signed with the app's webhook secret.
+                    var data: JSONObject = [
+                        "notification": summary, "step": .integer(stepIndex),
+                        "afterSeconds": .integer(step.afterSeconds),
+                    ]
+                    if let body { data["body"] = body }
                     let event: JSONValue = .object([
                         "type": .string("notification.unanswered"), "timestamp": .string(Timestamp.format(due)),
-                        "data": .object([
-                            "notification": summary, "step": .integer(stepIndex),
-                            "afterSeconds": .integer(step.afterSeconds),
-                        ]),
+                        "data": .object(data),
                     ])
-                    _ = add(
-                        .webhook, .object(["url": url.map(JSONValue.string) ?? .null, "body": body ?? event]),
-                        token: nil)
+                    _ = add(.webhook, .object(["url": url.map(JSONValue.string) ?? .null, "body": event]), token: nil)
                 case .escalate(let targets, let aps):
                     for _ in targets {
                         let id = add(

@@ -33,7 +33,8 @@ public enum AnswerPolicy: String, Sendable, Equatable {
 public enum NoReplyAction: Sendable, Equatable {
     /// The same notification again to every device it went to, with its collapse id (it replaces the one shown).
     case remind
-    /// A webhook: to `url`, or the app's endpoint; `body`, or a `notification.unanswered` event.
+    /// A `notification.unanswered` webhook: to `url` (on the app's webhook origin), or the app's endpoint;
+    /// `body` is the caller's data, carried inside the event, never the event itself.
     case webhook(url: String?, body: JSONValue?)
     /// A push to other devices: `aps`, or the notification's own content.
     case escalate(to: [SendDevice], aps: JSONObject?)
@@ -306,6 +307,37 @@ public struct SendRequest: Sendable, Equatable {
                 "would queue \(rows) pushes and webhooks (one reminder is a push per device); at most \(limits.maxRowsPerSend)"
             )
         }
+    }
+
+    /// Every step webhook's own URL, with its pointer, in step order.
+    public var stepWebhookURLs: [(pointer: String, url: String)] {
+        onNoReply.enumerated().flatMap { stepIndex, step in
+            step.actions.enumerated().compactMap { actionIndex, action -> (pointer: String, url: String)? in
+                guard case .webhook(let url?, _) = action else { return nil }
+                return ("/onNoReply/\(stepIndex)/followUps/\(actionIndex)/url", url)
+            }
+        }
+    }
+
+    /// Refuses step webhook URLs the app's definition does not allow, each a 422 at its pointer: a URL must be
+    /// on the origin of the app's webhook endpoint (its scheme, host and port; the path may differ), since a
+    /// send's key may reach the app's own backend but nothing else, and, unless `allowPrivate`, must not name a
+    /// loopback, private or link-local address (the check app and rule URLs get when saved).
+    public func checkWebhookTargets(appEndpoint: String?, allowPrivate: Bool) throws(ValidationFailure) {
+        var diagnostics = Diagnostics()
+        for (pointer, url) in stepWebhookURLs {
+            if !WebhookURL.isAllowedTarget(url, allowPrivate: allowPrivate) {
+                diagnostics.invalid(pointer, WebhookURL.refusedTargetDetail)
+            } else if let appEndpoint {
+                if !WebhookURL.isSameOrigin(url, as: appEndpoint) {
+                    diagnostics.invalid(
+                        pointer, "must be on the app's webhook origin (the scheme, host and port of its URL)")
+                }
+            } else {
+                diagnostics.invalid(pointer, "needs the app's webhook endpoint: a step's URL must be on its origin")
+            }
+        }
+        try diagnostics.check()
     }
 
     /// When the notification expires, for a send at `now`.

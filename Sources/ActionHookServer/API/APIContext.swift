@@ -68,8 +68,7 @@ struct APIContext: Sendable {
             guard let url = entry.url, !WebhookURL.isAllowedTarget(url, allowPrivate: allowPrivateWebhooks) else {
                 return nil
             }
-            return FieldError(
-                pointer: entry.pointer, detail: "must not target a loopback, private or link-local address")
+            return FieldError(pointer: entry.pointer, detail: WebhookURL.refusedTargetDetail)
         }
         if !refused.isEmpty { throw ValidationFailure.invalid(refused) }
     }

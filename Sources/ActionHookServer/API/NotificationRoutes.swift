@@ -22,6 +22,10 @@ extension APIContext {
                         FieldError(pointer: "/category", detail: "is not one of the app's categories")
                     ])
                 }
+                if !body.stepWebhookURLs.isEmpty {
+                    try body.checkWebhookTargets(
+                        appEndpoint: try apps.app(appID)?.definition.webhook?.url, allowPrivate: allowPrivateWebhooks)
+                }
                 switch try notifications.send(appID: appID, idempotencyKey: key, request: body) {
                 case .created(let answer, let devices):
                     metrics.notificationSent(appID: appID, devices: devices)
