@@ -84,8 +84,10 @@ public final class ActionHookService: Sendable {
         OperationsRoutes(pool: pool, metrics: metrics, logger: logger).register(in: &router)
         let idempotencyWindow = Duration.seconds(configuration.idempotencyTTLHours * 3600)
         sweeper = IdempotencyKeySweeper(pool: longPool, window: idempotencyWindow, logger: logger)
+        var retention = configuration.retention
+        retention.idempotencyWindowSeconds = configuration.idempotencyTTLHours * 3600
         maintainer = PartitionMaintainer(
-            pool: longPool, policy: configuration.retention, logger: logger, onReport: metrics.maintenanceRan)
+            pool: longPool, policy: retention, logger: logger, onReport: metrics.maintenanceRan)
         let batcher = IngestBatcher(
             writer: IngestWriter(pool: pool, idempotencyWindow: idempotencyWindow),
             writers: configuration.ingestWriters,
