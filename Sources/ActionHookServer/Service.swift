@@ -22,6 +22,7 @@ public final class ActionHookService: Sendable {
     let batcher: IngestBatcher
     let sweeper: IdempotencyKeySweeper
     let maintainer: PartitionMaintainer
+    let purger: AppPurger
     let webhooks: WebhookSender
     let apns: APNsSender
     /// Every route as `METHOD pattern`, for checking the OpenAPI document against the router.
@@ -49,6 +50,8 @@ public final class ActionHookService: Sendable {
         self.longPool = longPool
 
         let cache = AppCache()
+        let purger = AppPurger(pool: longPool, logger: logger)
+        self.purger = purger
         webhooks = WebhookSender(
             timeoutSeconds: configuration.webhookTimeoutSeconds, allowPrivate: configuration.allowPrivateWebhooks,
             connectionsPerHost: configuration.worker.concurrency)
@@ -64,11 +67,14 @@ public final class ActionHookService: Sendable {
                 configuration: configuration.worker, observer: metrics, logger: logger) : nil
         self.worker = worker
         listener = PostgresListener(
-            configuration: configuration.database, channels: [Channels.invalidate, Channels.followUps],
+            configuration: configuration.database,
+            channels: [Channels.invalidate, Channels.followUps, Channels.appDeleted],
             logger: logger,
             onNotification: { notification in
                 if notification.channel == Channels.followUps {
                     worker?.wake()
+                } else if notification.channel == Channels.appDeleted {
+                    purger.wake()
                 } else {
                     cache.invalidate(appID: notification.payload)
                     worker?.invalidate(appID: notification.payload)
@@ -78,6 +84,7 @@ public final class ActionHookService: Sendable {
                 cache.invalidateAll()
                 worker?.invalidate(appID: nil)
                 worker?.wake()
+                purger.wake()
             })
 
         var router = Router()
@@ -141,6 +148,7 @@ public final class ActionHookService: Sendable {
         worker?.start()
         sweeper.start()
         maintainer.start()
+        purger.start()
         try server.start()
     }
 
@@ -150,6 +158,7 @@ public final class ActionHookService: Sendable {
         batcher.stop()
         sweeper.stop()
         maintainer.stop()
+        purger.stop()
         worker?.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
         listener.stop()
         // Blocking here on a Task would deadlock when the callers of stop() occupy every thread of the
