@@ -20,7 +20,6 @@ public final class ActionHookService: Sendable {
     let listener: PostgresListener
     let worker: OutboxWorker?
     let batcher: IngestBatcher
-    let sweeper: IdempotencyKeySweeper
     let maintainer: PartitionMaintainer
     let purger: AppPurger
     let webhooks: WebhookSender
@@ -90,7 +89,6 @@ public final class ActionHookService: Sendable {
         var router = Router()
         OperationsRoutes(pool: pool, metrics: metrics, logger: logger).register(in: &router)
         let idempotencyWindow = Duration.seconds(configuration.idempotencyTTLHours * 3600)
-        sweeper = IdempotencyKeySweeper(pool: longPool, window: idempotencyWindow, logger: logger)
         var retention = configuration.retention
         retention.idempotencyWindowSeconds = configuration.idempotencyTTLHours * 3600
         maintainer = PartitionMaintainer(
@@ -146,7 +144,6 @@ public final class ActionHookService: Sendable {
         listener.start()
         batcher.start()
         worker?.start()
-        sweeper.start()
         maintainer.start()
         purger.start()
         try server.start()
@@ -156,7 +153,6 @@ public final class ActionHookService: Sendable {
     public func stop() {
         server.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
         batcher.stop()
-        sweeper.stop()
         maintainer.stop()
         purger.stop()
         worker?.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))

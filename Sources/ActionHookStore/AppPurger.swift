@@ -139,8 +139,8 @@ enum PurgedTable: String, CaseIterable {
                 """
         case .idempotencyKeys:
             return """
-                DELETE FROM idempotency_keys WHERE app_id = \(appID) AND key IN (
-                    SELECT key FROM idempotency_keys WHERE app_id = \(appID) LIMIT \(limit))
+                DELETE FROM idempotency_keys WHERE app_id = \(appID) AND (key, stored_at) IN (
+                    SELECT key, stored_at FROM idempotency_keys WHERE app_id = \(appID) LIMIT \(limit))
                 """
         case .notifications:
             return """

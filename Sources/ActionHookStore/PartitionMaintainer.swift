@@ -46,8 +46,9 @@ public struct MaintenanceReport: Sendable, Equatable {
     public var oldest: [String: Date] = [:]
 }
 
-/// Keeps the partitioned tables (sql/migrations/011) within the retention window: makes partitions ahead
-/// of time and drops those wholly older than the window, in every instance, one at a time.
+/// Keeps the partitioned tables (sql/migrations/011 and 014) within their windows: makes partitions ahead
+/// of time and drops those wholly older than the retention (the history) or the idempotency window (the
+/// keys), in every instance, one at a time.
 ///
 /// A run takes a session-level advisory lock on a connection of its own (tried, never waited for: an
 /// instance that finds it taken leaves the run to the holder), and waits at most 5 s for any table lock. Partitions are made by `actionhook_create_partitions`, attached without
@@ -65,7 +66,7 @@ public final class PartitionMaintainer: Sendable {
     private let state = Monitor(LoopState())
 
     /// The partitioned tables, as `actionhook_partitions` names them.
-    public static let tables = ["responses", "followups_done", "delivery_attempts"]
+    public static let tables = ["responses", "followups_done", "delivery_attempts", "idempotency_keys"]
 
     /// Creates a maintainer; `onReport` receives each run's report (for metrics).
     public init(
@@ -133,12 +134,15 @@ public final class PartitionMaintainer: Sendable {
                     """)[0].decode("made", as: Int.self)
             }
             let cutoff = present.addingTimeInterval(-Double(policy.retentionDays) * 86_400)
+            // Keys are kept for the idempotency window, the history for the retention.
+            let keysCutoff = present.addingTimeInterval(-Double(policy.idempotencyWindowSeconds))
             let expired = try connection.query(
                 """
                 SELECT p.parent, p.name, i.inhdetachpending AS pending, i.inhrelid IS NOT NULL AS attached
                 FROM actionhook_partitions p
                 LEFT JOIN pg_inherits i ON i.inhrelid = to_regclass(quote_ident(p.name))
-                WHERE p.upper <= \(cutoff)
+                WHERE p.upper <= CASE WHEN p.parent = 'idempotency_keys' THEN \(keysCutoff)::timestamptz
+                    ELSE \(cutoff)::timestamptz END
                 ORDER BY p.lower
                 """)
             for row in expired where !stopping {
