@@ -78,6 +78,13 @@ struct AppPurgeTests {
             try pool.withConnection { try $0.query("SELECT count(*)::int AS n FROM app_deletions")[0].decode("n") }
                 == 0)
 
+        // A push in flight at the deletion that ends with a dead token after the purge leaves no row behind.
+        let outbox = OutboxStore(pool: pool)
+        try outbox.markDeviceDead(appID: "doomed", token: "late", reason: "Unregistered")
+        try outbox.markDeviceDead(appID: "staying", token: "late", reason: "Unregistered")
+        #expect(try Self.counts("doomed", pool)["devices"] == 0)
+        #expect(try Self.counts("staying", pool)["devices"] == 11)
+
         // Nothing left to do; the id is free again.
         #expect(try AppPurger(pool: pool, logger: logger).purgeBatch() == nil)
         _ = try apps.create(AppDefinition(id: "doomed", name: "Again"))
