@@ -143,6 +143,12 @@ public struct Configuration: Sendable {
         let idempotencyTTL = try reader.integer("ACTIONHOOK_IDEMPOTENCY_TTL_HOURS", default: 24, in: 1...8760)
         let retentionDays = try reader.integer("ACTIONHOOK_RETENTION_DAYS", default: 30, in: 1...36_500)
         let partitionSeconds = try reader.partitionInterval("ACTIONHOOK_PARTITION_INTERVAL", default: 86_400)
+        if idempotencyTTL > retentionDays * 24 {
+            // A key kept longer than its reply could not replay it: the retry would be stored again.
+            throw ConfigurationError(
+                variable: "ACTIONHOOK_IDEMPOTENCY_TTL_HOURS",
+                problem: "must not exceed ACTIONHOOK_RETENTION_DAYS in hours")
+        }
         let workerEnabled = try reader.choice("ACTIONHOOK_WORKER", default: true, choices: ["1": true, "0": false])
         var worker = WorkerConfiguration()
         worker.concurrency = try reader.integer(

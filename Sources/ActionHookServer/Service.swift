@@ -20,8 +20,8 @@ public final class ActionHookService: Sendable {
     let listener: PostgresListener
     let worker: OutboxWorker?
     let batcher: IngestBatcher
-    let sweeper: IdempotencyKeySweeper
     let maintainer: PartitionMaintainer
+    let purger: AppPurger
     let webhooks: WebhookSender
     let apns: APNsSender
     /// Every route as `METHOD pattern`, for checking the OpenAPI document against the router.
@@ -49,6 +49,8 @@ public final class ActionHookService: Sendable {
         self.longPool = longPool
 
         let cache = AppCache()
+        let purger = AppPurger(pool: longPool, logger: logger)
+        self.purger = purger
         webhooks = WebhookSender(
             timeoutSeconds: configuration.webhookTimeoutSeconds, allowPrivate: configuration.allowPrivateWebhooks,
             connectionsPerHost: configuration.worker.concurrency)
@@ -64,11 +66,14 @@ public final class ActionHookService: Sendable {
                 configuration: configuration.worker, observer: metrics, logger: logger) : nil
         self.worker = worker
         listener = PostgresListener(
-            configuration: configuration.database, channels: [Channels.invalidate, Channels.followUps],
+            configuration: configuration.database,
+            channels: [Channels.invalidate, Channels.followUps, Channels.appDeleted],
             logger: logger,
             onNotification: { notification in
                 if notification.channel == Channels.followUps {
                     worker?.wake()
+                } else if notification.channel == Channels.appDeleted {
+                    purger.wake()
                 } else {
                     cache.invalidate(appID: notification.payload)
                     worker?.invalidate(appID: notification.payload)
@@ -78,14 +83,16 @@ public final class ActionHookService: Sendable {
                 cache.invalidateAll()
                 worker?.invalidate(appID: nil)
                 worker?.wake()
+                purger.wake()
             })
 
         var router = Router()
         OperationsRoutes(pool: pool, metrics: metrics, logger: logger).register(in: &router)
         let idempotencyWindow = Duration.seconds(configuration.idempotencyTTLHours * 3600)
-        sweeper = IdempotencyKeySweeper(pool: longPool, window: idempotencyWindow, logger: logger)
+        var retention = configuration.retention
+        retention.idempotencyWindowSeconds = configuration.idempotencyTTLHours * 3600
         maintainer = PartitionMaintainer(
-            pool: longPool, policy: configuration.retention, logger: logger, onReport: metrics.maintenanceRan)
+            pool: longPool, policy: retention, logger: logger, onReport: metrics.maintenanceRan)
         let batcher = IngestBatcher(
             writer: IngestWriter(pool: pool, idempotencyWindow: idempotencyWindow),
             writers: configuration.ingestWriters,
@@ -137,8 +144,8 @@ public final class ActionHookService: Sendable {
         listener.start()
         batcher.start()
         worker?.start()
-        sweeper.start()
         maintainer.start()
+        purger.start()
         try server.start()
     }
 
@@ -146,8 +153,8 @@ public final class ActionHookService: Sendable {
     public func stop() {
         server.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
         batcher.stop()
-        sweeper.stop()
         maintainer.stop()
+        purger.stop()
         worker?.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
         listener.stop()
         // Blocking here on a Task would deadlock when the callers of stop() occupy every thread of the

@@ -92,10 +92,19 @@ public struct AppStore: Sendable {
         self.pool = Database(pool)
     }
 
-    /// Creates an app and its first ingest key.
+    /// Creates an app and its first ingest key. An id whose deleted app's rows are still being purged is
+    /// ``StoreError/wrongState(_:)``: the purge would take the new app's rows too.
     public func create(_ app: AppDefinition) throws -> (StoredApp, IngestKey) {
         do {
             return try pool.transaction { connection in
+                // The app's lock, as its deletion takes it: a deletion of this id commits before or after.
+                try connection.execute("SELECT pg_advisory_xact_lock(1, actionhook_app_lock_key(\(app.id)))")
+                let purging = try connection.query("SELECT 1 AS one FROM app_deletions WHERE app_id = \(app.id)")
+                if !purging.isEmpty {
+                    throw StoreError.wrongState(
+                        "An app with this id was deleted and its history is still being removed; create it again shortly."
+                    )
+                }
                 let rows = try connection.query(
                     """
                     INSERT INTO apps (id, name, apns_team_id, apns_key_id, apns_private_key, apns_topic,
@@ -165,22 +174,20 @@ public struct AppStore: Sendable {
         }
     }
 
-    /// Deletes an app and everything it owns. Returns whether it existed.
+    /// Deletes an app: at once its settings, keys, categories and rules (every route and key of the app
+    /// stops), and records the deletion; the rows it owns in the tables that grow with traffic are removed
+    /// in the background (``AppPurger``, woken by ``Channels/appDeleted``). Returns whether it existed.
     public func delete(_ id: String) throws -> Bool {
         try pool.transaction { connection in
-            // The app's lock, shared by ingest transactions (class 1, see `IngestWriter`): waits for
+            // The app's lock, shared by ingest transactions (class 1, see `IngestWriter`) and sends: waits for
             // those in progress to finish; later ones find the app gone.
             try connection.execute("SELECT pg_advisory_xact_lock(1, actionhook_app_lock_key(\(id)))")
             let deleted = try connection.execute("DELETE FROM apps WHERE id = \(id)")
             guard deleted > 0 else { return false }
-            // Responses, follow-ups, their attempts, idempotency keys and sent notifications have no foreign
-            // key to their app (see sql/migrations/002, 010 and 011); sends take the same lock, shared.
-            try connection.execute("DELETE FROM followups WHERE app_id = \(id)")
-            try connection.execute("DELETE FROM delivery_attempts WHERE app_id = \(id)")
-            try connection.execute("DELETE FROM responses WHERE app_id = \(id)")
-            try connection.execute("DELETE FROM idempotency_keys WHERE app_id = \(id)")
-            try connection.execute("DELETE FROM notifications WHERE app_id = \(id)")
+            try connection.execute(
+                "INSERT INTO app_deletions (app_id) VALUES (\(id)) ON CONFLICT (app_id) DO NOTHING")
             try connection.notify(channel: Channels.invalidate, payload: id)
+            try connection.notify(channel: Channels.appDeleted, payload: id)
             return true
         }
     }

@@ -4,4 +4,6 @@ public enum Channels {
     public static let invalidate = "actionhook_invalidate"
     /// Payload: an app id with new due follow-ups.
     public static let followUps = "actionhook_followups"
+    /// Payload: the id of an app that was deleted, whose rows are now to be purged (``AppPurger``).
+    public static let appDeleted = "actionhook_app_deleted"
 }

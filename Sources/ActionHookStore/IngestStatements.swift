@@ -12,6 +12,8 @@ import Postgres
 struct IngestStatements {
     /// The planned responses, each with its position in the guard statement (1-based).
     let entries: [(position: Int, item: IngestItem, plan: IngestPlan)]
+    /// The idempotency window, in seconds: a key stored longer ago is not looked for.
+    let windowSeconds: Int
 
     /// The statements that write every row, in order, and which of them returns the positions written.
     var statements: (queries: [PostgresQuery], written: Int) {
@@ -59,10 +61,13 @@ struct IngestStatements {
     /// batch one parameter, which the server reads without parsing text), returning the positions
     /// written: those whose guards held and whose app is still there (read after the locks).
     ///
-    /// A key stored before (which only a lookup would have found) fails the statement like a unique
-    /// violation, so the transaction rolls back with nothing of the batch written. The keys have a table
-    /// of their own (responses are partitioned by time; a key is unique in any of them). The workers of
-    /// every instance are told which apps have new follow-ups (delivered at commit).
+    /// A key stored within the window before (which only a lookup would have found) fails the statement
+    /// like a unique violation, so the transaction rolls back with nothing of the batch written. The keys
+    /// have a table of their own, partitioned by when they were stored (sql/migrations/014): a key is
+    /// looked for among the keys of the window, under its advisory lock (the guards), and stored in the
+    /// same statement. A reply without a key of its client's stores none: the key the server made for it
+    /// can never come again. The workers of every instance are told which apps have new follow-ups
+    /// (delivered at commit).
     private var write: PostgresQuery {
         let count = entries.count
         // The apps of the batch, each once: those still there are read once.
@@ -93,7 +98,8 @@ struct IngestStatements {
             position.append(Int32(entryPosition))
             appID.append(item.appID)
             id.append(plan.responseID)
-            idempotencyKey.append(item.idempotencyKey)
+            // The responses row records the key only when the client sent it.
+            idempotencyKey.append(item.keyFromClient ? item.idempotencyKey : nil)
             requestHash.append(bytes: item.requestHash)
             actionIdentifier.append(response.actionIdentifier)
             categoryIdentifier.append(response.categoryIdentifier)
@@ -172,7 +178,9 @@ struct IngestStatements {
         keys AS (
             INSERT INTO idempotency_keys (app_id, key, response_id, request_hash, stored_at)
             SELECT r.app_id, r.idempotency_key, r.id, r.request_hash, now() FROM r
-            ON CONFLICT (app_id, key) DO NOTHING
+            WHERE r.idempotency_key IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM idempotency_keys i WHERE i.app_id = r.app_id AND i.key = r.idempotency_key
+                    AND i.stored_at >= now() - make_interval(secs => \(windowSeconds)))
             RETURNING 1
         ),
         inserted AS (
@@ -206,7 +214,7 @@ struct IngestStatements {
         ),
         checked AS (
             SELECT actionhook_idempotency_key_stored()
-            WHERE (SELECT count(*) FROM keys) < (SELECT count(*) FROM r)
+            WHERE (SELECT count(*) FROM keys) < (SELECT count(*) FROM r WHERE r.idempotency_key IS NOT NULL)
         )
         SELECT r.position FROM r
         WHERE (SELECT count(*) FROM checked) = 0 AND (SELECT apps FROM notified) >= 0
@@ -291,15 +299,16 @@ struct IngestStatements {
         """
     }
 
-    /// Responses already stored under the batch's (app, idempotency key) pairs; read only when a
-    /// write found one of its keys stored. A key whose response is gone (dropped with its partition by
-    /// a retention shorter than the key's window) reads as stored without an answer, and is expired.
-    static func storedResponses(apps: [String], keys: [String]) -> PostgresQuery {
+    /// Responses stored within the window under the batch's (app, idempotency key) pairs; read only
+    /// when a write found one of its keys stored. A key whose response is gone reads as stored without an
+    /// answer, and is given up.
+    static func storedResponses(apps: [String], keys: [String], windowSeconds: Int) -> PostgresQuery {
         """
         SELECT i.app_id, i.key AS idempotency_key, i.request_hash, r.outcome, r.answer, i.stored_at AS received_at,
             r.id IS NOT NULL AS kept
         FROM unnest(\(apps)::text[], \(keys)::text[]) AS k(app_id, key)
         JOIN idempotency_keys i ON i.app_id = k.app_id AND i.key = k.key
+            AND i.stored_at >= now() - make_interval(secs => \(windowSeconds))
         LEFT JOIN responses r ON r.app_id = i.app_id AND r.id = i.response_id
         """
     }
@@ -379,7 +388,7 @@ struct IngestStatements {
         """ as PostgresQuery).prepared
     }
 
-    /// Gives up keys stored before the idempotency window, before the insert that reuses them.
+    /// Gives up keys whose response is gone, before the insert that stores them again.
     static func releaseKeys(_ keys: [AppScoped]) -> PostgresQuery {
         """
         DELETE FROM idempotency_keys i

@@ -64,8 +64,8 @@ public struct IngestWriter: Sendable {
     }
 
     /// Writes the items as one transaction, first assuming that none of their keys is stored yet (the
-    /// unique constraint checks that as the rows go in); if one is, the transaction rolls back and
-    /// the items are written again with every key looked up first. A key is stored before only when
+    /// write looks for each within the window as the rows go in); if one is, the transaction rolls back
+    /// and the items are written again with every key looked up first. A key is stored before only when
     /// a client sends a request again, so the common write reads nothing per key.
     private func write(_ items: [IngestItem]) throws -> [Result<IngestResult, any Error>] {
         do {
@@ -79,7 +79,8 @@ public struct IngestWriter: Sendable {
         }
     }
 
-    /// The primary key of `idempotency_keys`, named by the error that says a key is stored.
+    /// The primary key of `idempotency_keys`, named by the error that says a key is stored (raised by the
+    /// write, `actionhook_idempotency_key_stored`).
     static let idempotencyConstraint = "idempotency_keys_pkey"
 }
 
@@ -199,6 +200,9 @@ struct IngestTransaction {
     let window: Duration
     let clock: DatabaseClock
 
+    /// The idempotency window in whole seconds, as the statements take it.
+    var windowSeconds: Int { Int(window.components.seconds) }
+
     /// The item's advisory lock and in-batch identity: app and idempotency key.
     static func key(_ item: IngestItem) -> AppScoped { AppScoped(appID: item.appID, name: item.idempotencyKey) }
 
@@ -297,7 +301,7 @@ struct IngestTransaction {
         let entries = candidates.indices.map { offset in
             (position: offset + 1, item: items[candidates[offset]], plan: plans[offset])
         }
-        let writes = IngestStatements(entries: entries).statements
+        let writes = IngestStatements(entries: entries, windowSeconds: windowSeconds).statements
         let sentAt = ContinuousClock.now
         let rows = try database.uncheckedPipelinedTransaction(
             [guards(candidates)] + writes.queries)
@@ -345,7 +349,8 @@ struct IngestTransaction {
             lookingUp
             ? reads.add(
                 IngestStatements.storedResponses(
-                    apps: candidates.map { items[$0].appID }, keys: candidates.map { items[$0].idempotencyKey }))
+                    apps: candidates.map { items[$0].appID }, keys: candidates.map { items[$0].idempotencyKey },
+                    windowSeconds: windowSeconds))
             : nil
         let boundNotifications =
             keyed.isEmpty
@@ -407,7 +412,7 @@ struct IngestTransaction {
         // Notifications answered earlier in this batch.
         var answeredInBatch = Set<UUID>()
         var snoozesInBatch: [SnoozeScope: Int] = [:]
-        // Keys stored before the window: their old responses give the key up, and the request is new.
+        // Keys of the window whose response is gone: given up, and the request is new.
         var expiredKeys: [AppScoped] = []
         let windowStart = receivedAt.addingTimeInterval(-Double(window.components.seconds))
         for (position, index) in locked {
@@ -433,7 +438,7 @@ struct IngestTransaction {
             entries.append((position, item, plan))
             results[index] = .success(.created(plan.answer))
         }
-        var statements = IngestStatements(entries: entries).statements.queries
+        var statements = IngestStatements(entries: entries, windowSeconds: windowSeconds).statements.queries
         if !expiredKeys.isEmpty {
             // Before the insert that reuses them; the key's advisory lock keeps other writers out.
             statements.insert(IngestStatements.releaseKeys(expiredKeys), at: 0)

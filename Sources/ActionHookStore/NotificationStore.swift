@@ -241,20 +241,8 @@ public struct NotificationStore: Sendable {
                 """)
             guard let row = found.first else { return nil }
             guard case .object(var receipt) = try Self.summary(row) else { return nil }
-            let followUps = try connection.query(
-                """
-                SELECT f.id, f.kind, f.ordinal, f.step, f.channel, f.status, f.attempt, f.due_at, f.last_error,
-                    f.device_token, a.http_status, a.error_class, a.finished_at,
-                    EXISTS (SELECT 1 FROM devices d WHERE d.app_id = f.app_id AND d.token = f.device_token
-                        AND d.status = 'dead') AS device_dead
-                FROM followups f
-                LEFT JOIN LATERAL (
-                    SELECT http_status, error_class, finished_at FROM delivery_attempts a
-                    WHERE a.app_id = f.app_id AND a.followup_id = f.id ORDER BY a.attempt DESC LIMIT 1
-                ) AS a ON true
-                WHERE f.app_id = \(appID) AND f.notification_id = \(id)
-                ORDER BY f.kind, f.step NULLS FIRST, f.ordinal
-                """)
+            let since = Self.historySince(try row.decode("created_at", as: Date.self))
+            let followUps = try connection.query(Self.receiptFollowUps(appID: appID, id: id, since: since))
             var byID: [UUID: JSONValue] = [:]
             var steps: [Int: [JSONValue]] = [:]
             var others: [JSONValue] = []
@@ -293,14 +281,8 @@ public struct NotificationStore: Sendable {
                 })
             receipt["otherFollowUps"] = .array(others)
             let replies = try connection.query(
-                """
-                SELECT r.id, r.action_identifier, r.outcome, r.device_token, r.recipient, r.received_at, r.rule_id,
-                    (extract(epoch FROM r.received_at - \(try row.decode("created_at", as: Date.self))) * 1000)::bigint
-                        AS latency_ms
-                FROM responses r
-                WHERE r.app_id = \(appID) AND r.notification_id = \(id)
-                ORDER BY r.received_at, r.id
-                """)
+                Self.receiptReplies(
+                    appID: appID, id: id, createdAt: try row.decode("created_at", as: Date.self), since: since))
             let winner: UUID? = try row.decode("answered_response_id")
             var superseded: [JSONValue] = []
             var other: [JSONValue] = []
@@ -329,6 +311,43 @@ public struct NotificationStore: Sendable {
             receipt["otherReplies"] = .array(other)
             return .object(receipt)
         }
+    }
+
+    /// Where a notification's history starts: its follow-ups finish, their attempts end and its replies
+    /// arrive after it was sent, by the same database clock; the hour before allows for that clock being
+    /// stepped back. A bound on each history table's partition key, so a receipt reads the partitions
+    /// from the send on, not every one kept.
+    static func historySince(_ createdAt: Date) -> Date { createdAt.addingTimeInterval(-3600) }
+
+    /// A receipt's follow-ups, each with its latest attempt and whether its device is dead; `since`
+    /// (``historySince(_:)``) prunes the partitions of `followups_done` and `delivery_attempts` before it.
+    static func receiptFollowUps(appID: String, id: UUID, since: Date) -> PostgresQuery {
+        """
+        SELECT f.id, f.kind, f.ordinal, f.step, f.channel, f.status, f.attempt, f.due_at, f.last_error,
+            f.device_token, a.http_status, a.error_class, a.finished_at,
+            EXISTS (SELECT 1 FROM devices d WHERE d.app_id = f.app_id AND d.token = f.device_token
+                AND d.status = 'dead') AS device_dead
+        FROM followups f
+        LEFT JOIN LATERAL (
+            SELECT http_status, error_class, finished_at FROM delivery_attempts a
+            WHERE a.app_id = f.app_id AND a.followup_id = f.id AND a.finished_at >= \(since)
+            ORDER BY a.attempt DESC LIMIT 1
+        ) AS a ON true
+        WHERE f.app_id = \(appID) AND f.notification_id = \(id) AND (f.finished_at IS NULL OR f.finished_at >= \(since))
+        ORDER BY f.kind, f.step NULLS FIRST, f.ordinal
+        """
+    }
+
+    /// A receipt's replies, with their latency from the send; `since` (``historySince(_:)``) prunes the
+    /// partitions of `responses` (by id, a UUIDv7 of the receipt time) before it.
+    static func receiptReplies(appID: String, id: UUID, createdAt: Date, since: Date) -> PostgresQuery {
+        """
+        SELECT r.id, r.action_identifier, r.outcome, r.device_token, r.recipient, r.received_at, r.rule_id,
+            (extract(epoch FROM r.received_at - \(createdAt)) * 1000)::bigint AS latency_ms
+        FROM responses r
+        WHERE r.app_id = \(appID) AND r.notification_id = \(id) AND r.id >= actionhook_uuid_at(\(since))
+        ORDER BY r.received_at, r.id
+        """
     }
 
     /// The notifications of an app, newest first, one page at a time.

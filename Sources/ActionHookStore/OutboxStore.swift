@@ -357,12 +357,14 @@ public struct OutboxStore: Outbox {
         return (try rows[0].decode("due"), try rows[0].decode("age"))
     }
 
-    /// Marks a device token dead (APNs 410 Unregistered or 400 BadDeviceToken).
+    /// Marks a device token dead (APNs 410 Unregistered or 400 BadDeviceToken). Not for a deleted app, whose
+    /// devices are being purged (a push in flight when it was deleted may end after that).
     public func markDeviceDead(appID: String, token: String, reason: String) throws {
         try pool.withConnection { connection in
             try connection.execute(
                 """
-                INSERT INTO devices (app_id, token, status, reason) VALUES (\(appID), \(token), 'dead', \(reason))
+                INSERT INTO devices (app_id, token, status, reason)
+                SELECT \(appID), \(token), 'dead', \(reason) WHERE EXISTS (SELECT 1 FROM apps WHERE id = \(appID))
                 ON CONFLICT (app_id, token) DO UPDATE SET status = 'dead', reason = EXCLUDED.reason, updated_at = now()
                 """)
         }

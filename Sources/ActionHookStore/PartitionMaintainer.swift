@@ -11,11 +11,15 @@ public struct RetentionPolicy: Sendable, Equatable {
     public var partitionSeconds: Int
     /// Days a response, a finished follow-up and a delivery attempt are kept (an app may keep fewer).
     public var retentionDays: Int
+    /// How long an idempotency key is kept, in seconds: no reply is deleted younger than this, whatever
+    /// its app keeps, since a key that outlived its reply could no longer replay it.
+    public var idempotencyWindowSeconds: Int
 
-    /// The defaults: daily partitions, 30 days kept.
-    public init(partitionSeconds: Int = 86_400, retentionDays: Int = 30) {
+    /// The defaults: daily partitions, 30 days kept, keys kept a day.
+    public init(partitionSeconds: Int = 86_400, retentionDays: Int = 30, idempotencyWindowSeconds: Int = 86_400) {
         self.partitionSeconds = partitionSeconds
         self.retentionDays = retentionDays
+        self.idempotencyWindowSeconds = idempotencyWindowSeconds
     }
 
     /// Partitions are made this far ahead of the present: two widths, and at least two days, so that a
@@ -42,15 +46,17 @@ public struct MaintenanceReport: Sendable, Equatable {
     public var oldest: [String: Date] = [:]
 }
 
-/// Keeps the partitioned tables (sql/migrations/011) within the retention window: makes partitions ahead
-/// of time and drops those wholly older than the window, in every instance, one at a time.
+/// Keeps the partitioned tables (sql/migrations/011 and 014) within their windows: makes partitions ahead
+/// of time and drops those wholly older than the retention (the history) or the idempotency window (the
+/// keys), in every instance, one at a time.
 ///
 /// A run takes a session-level advisory lock on a connection of its own (tried, never waited for: an
 /// instance that finds it taken leaves the run to the holder), and waits at most 5 s for any table lock. Partitions are made by `actionhook_create_partitions`, attached without
 /// blocking writes; old ones are detached with `DETACH PARTITION … CONCURRENTLY` (never a `DELETE`) and
 /// dropped. An app with a shorter `retentionDays` has its older rows deleted in batches of
 /// ``batchSize``, each its own statement; sent notifications, which are not partitioned, are deleted the
-/// same way once past their app's retention and no longer waiting for a follow-up.
+/// same way once past their app's retention, expired (a reply to it until then must find it, to be
+/// bound, superseded or refused as late) and no longer waiting for a follow-up.
 public final class PartitionMaintainer: Sendable {
     let pool: Database
     let policy: RetentionPolicy
@@ -60,7 +66,7 @@ public final class PartitionMaintainer: Sendable {
     private let state = Monitor(LoopState())
 
     /// The partitioned tables, as `actionhook_partitions` names them.
-    public static let tables = ["responses", "followups_done", "delivery_attempts"]
+    public static let tables = ["responses", "followups_done", "delivery_attempts", "idempotency_keys"]
 
     /// Creates a maintainer; `onReport` receives each run's report (for metrics).
     public init(
@@ -128,12 +134,15 @@ public final class PartitionMaintainer: Sendable {
                     """)[0].decode("made", as: Int.self)
             }
             let cutoff = present.addingTimeInterval(-Double(policy.retentionDays) * 86_400)
+            // Keys are kept for the idempotency window, the history for the retention.
+            let keysCutoff = present.addingTimeInterval(-Double(policy.idempotencyWindowSeconds))
             let expired = try connection.query(
                 """
                 SELECT p.parent, p.name, i.inhdetachpending AS pending, i.inhrelid IS NOT NULL AS attached
                 FROM actionhook_partitions p
                 LEFT JOIN pg_inherits i ON i.inhrelid = to_regclass(quote_ident(p.name))
-                WHERE p.upper <= \(cutoff)
+                WHERE p.upper <= CASE WHEN p.parent = 'idempotency_keys' THEN \(keysCutoff)::timestamptz
+                    ELSE \(cutoff)::timestamptz END
                 ORDER BY p.lower
                 """)
             for row in expired where !stopping {
@@ -185,8 +194,9 @@ public final class PartitionMaintainer: Sendable {
         }
     }
 
-    /// Deletes, a batch per statement, what apps keep for less than the server does, and every app's sent
-    /// notifications past its retention that no queued follow-up waits on.
+    /// Deletes, a batch per statement, what apps keep for less than the server does (never a reply younger
+    /// than the idempotency window), and every app's sent notifications past its retention that have
+    /// expired and that no queued follow-up waits on.
     private func deleteForShorterRetention(
         present: Date, connection: PostgresConnection, report: inout MaintenanceReport
     ) throws {
@@ -195,14 +205,18 @@ public final class PartitionMaintainer: Sendable {
             let appID: String = try app.decode("id")
             let days = min(
                 try app.decode("retention_days", as: Int?.self) ?? policy.retentionDays, policy.retentionDays)
-            let cutoff = present.addingTimeInterval(-Double(days) * 86_400)
+            // An app saved before the window grew keeps its replies for the window at least.
+            let cutoff = min(
+                present.addingTimeInterval(-Double(days) * 86_400),
+                present.addingTimeInterval(-Double(policy.idempotencyWindowSeconds)))
             var statements: [(table: String, query: PostgresQuery)] = [
                 (
                     "notifications",
                     """
                     DELETE FROM notifications WHERE app_id = \(appID) AND id IN (
                         SELECT n.id FROM notifications n
-                        WHERE n.app_id = \(appID) AND n.created_at < \(cutoff) AND NOT EXISTS (
+                        WHERE n.app_id = \(appID) AND n.created_at < \(cutoff)
+                            AND coalesce(n.expires_at, n.created_at) <= \(present) AND NOT EXISTS (
                             SELECT 1 FROM followups_queue q WHERE q.app_id = n.app_id AND q.notification_id = n.id)
                         LIMIT \(batchSize))
                     """

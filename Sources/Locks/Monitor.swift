@@ -7,8 +7,8 @@
 /// A value behind a pthread mutex with a condition variable: a monitor. Threads wait inside it for the
 /// value to reach a state (work queued, a stop asked for) and are woken by whoever changed it.
 ///
-/// The background loops (ingest writers, the outbox worker, the sweepers, the listener) keep their
-/// shared state in one of these, so that each is `Sendable` without `@unchecked` of its own.
+/// The background loops (ingest writers, the outbox worker, the maintainer, the purger, the listener)
+/// keep their shared state in one of these, so that each is `Sendable` without `@unchecked` of its own.
 public final class Monitor<Value: Sendable>: @unchecked Sendable {
     // @unchecked: a handle box over a pthread mutex and condition variable; `value` is only read or
     // written with `mutex` held, and the two pthread objects live exactly as long as the box.

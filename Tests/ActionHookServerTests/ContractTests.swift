@@ -101,10 +101,14 @@ struct ContractTests {
     }
 
     @Test(
-        "an idempotency key replays within its window; past it, the same key is a new reply; the sweep clears old keys")
+        "an idempotency key replays within its window; past it, the same key is a new reply; keys go with their partition after the window"
+    )
     func keyWindow() throws {
         let api = try TestAPI()
         let key = try Self.app(api, "c-key")
+        // Keys are partitioned by when they were stored: the past days' partitions, for the keys moved there.
+        _ = try api.query(
+            "SELECT actionhook_create_partitions(now() - interval '4 days', now(), interval '1 day') AS made")
         let body = #"{"actionIdentifier":"accept","userInfo":{"aps":{"category":"invite"},"eventId":"7"}}"#
         let headers = [("Idempotency-Key", "k-1")]
         let first = try api.ingest(key: key, json: body, headers: headers)
@@ -118,28 +122,56 @@ struct ContractTests {
         #expect(again.status == 202)
         #expect(again.json["id"] as? String != first.json["id"] as? String)
         #expect(try api.ingest(key: key, json: body, headers: headers).status == 200)
-        // Both responses record the key they were stored under; the key is kept once, for the newer one.
+        // Both responses record the key they were stored under; within the window the key is the newer one's
+        // (the older stays in its partition, never read, until the partition is dropped).
         let keys = try api.query("SELECT idempotency_key FROM responses WHERE app_id = 'c-key' ORDER BY received_at")
             .map { try $0.decode("idempotency_key", as: String?.self) }
         #expect(keys == ["k-1", "k-1"])
         #expect(
-            try api.query("SELECT response_id FROM idempotency_keys WHERE app_id = 'c-key'").map {
+            try api.query(
+                "SELECT response_id FROM idempotency_keys WHERE app_id = 'c-key' AND stored_at >= now() - interval '24 hours'"
+            ).map {
                 try $0.decode("response_id", as: UUID.self).lowercasedString
             } == [again.json["id"] as? String])
 
-        // The background sweep clears keys past the window and keeps the rest.
+        // Keys of three days ago are in a partition wholly past the window: maintenance drops it.
         for index in 0..<3 {
             #expect(try api.ingest(key: key, json: body, headers: [("Idempotency-Key", "old-\(index)")]).status == 202)
         }
         _ = try api.query(
-            "UPDATE idempotency_keys SET stored_at = stored_at - interval '30 hours' WHERE app_id = 'c-key' AND key LIKE 'old-%'"
+            "UPDATE idempotency_keys SET stored_at = now() - interval '3 days' WHERE app_id = 'c-key' AND key LIKE 'old-%'"
         )
-        let sweeper = IdempotencyKeySweeper(
-            pool: api.pool, window: .seconds(24 * 3600), batchSize: 2, logger: Logger(label: "test"))
-        #expect(try sweeper.sweep() == 3)
-        #expect(try sweeper.sweep() == 0)
-        #expect(try api.count("SELECT count(*) AS n FROM idempotency_keys WHERE app_id = 'c-key'") == 1)
+        let maintainer = PartitionMaintainer(pool: api.pool, policy: RetentionPolicy(), logger: Logger(label: "test"))
+        var report = try maintainer.maintain()
+        // The service's own run at its start may hold the maintenance lock a moment.
+        for _ in 0..<300 where !report.ran {
+            Thread.sleep(forTimeInterval: 0.1)
+            report = try maintainer.maintain()
+        }
+        #expect(report.dropped["idempotency_keys", default: 0] >= 1)
+        #expect(try api.count("SELECT count(*) AS n FROM idempotency_keys WHERE key LIKE 'old-%'") == 0)
+        #expect(try api.count("SELECT count(*) AS n FROM idempotency_keys WHERE app_id = 'c-key'") == 2)
         #expect(try api.ingest(key: key, json: body, headers: [("Idempotency-Key", "old-0")]).status == 202)
+    }
+
+    @Test("a reply without Idempotency-Key or responseId stores no key: the key the server made can never come again")
+    func keylessStoresNoKey() throws {
+        let api = try TestAPI()
+        let key = try Self.app(api, "c-keyless")
+        let body = #"{"actionIdentifier":"accept","userInfo":{"aps":{"category":"invite"},"eventId":"8"}}"#
+        for _ in 0..<3 { #expect(try api.ingest(key: key, json: body).status == 202) }
+        #expect(
+            try api.ingest(
+                key: key, json: #"{"actionIdentifier":"accept","responseId":"r-1","userInfo":{"eventId":"8"}}"#
+            ).status == 202)
+        #expect(try api.ingest(key: key, json: body, headers: [("Idempotency-Key", "h-1")]).status == 202)
+        #expect(
+            try api.query("SELECT key FROM idempotency_keys WHERE app_id = 'c-keyless' ORDER BY key").map {
+                try $0.decode("key", as: String.self)
+            } == ["h-1", "r-1"])
+        #expect(
+            try api.count("SELECT count(*) AS n FROM responses WHERE app_id = 'c-keyless' AND idempotency_key IS NULL")
+                == 3)
     }
 
     @Test(

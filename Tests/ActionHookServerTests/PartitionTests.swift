@@ -10,7 +10,7 @@ import Testing
 /// History is partitioned by time and kept for the retention window (sql/migrations/011): time is
 /// injected into maintenance (`maintain(now:)`) and into the rows written for past days, never waited for.
 @Suite("Partitions and retention")
-struct PartitionTests {
+struct PartitionTests: ResponseHelpers {
     static let logger = Logger(label: "partitions-test")
     static let day: TimeInterval = 86_400
 
@@ -121,7 +121,8 @@ struct PartitionTests {
             pool: api.pool, policy: RetentionPolicy(partitionSeconds: 86_400, retentionDays: 1), logger: Self.logger)
         let report = try Self.run(maintainer, now: now)
         #expect(report.ran)
-        #expect(report.dropped == ["responses": 1, "followups_done": 1, "delivery_attempts": 1])
+        #expect(
+            report.dropped == ["responses": 1, "followups_done": 1, "delivery_attempts": 1, "idempotency_keys": 1])
         for parent in PartitionMaintainer.tables {
             let lowers = try Self.partitions(api, parent)
             #expect(lowers.first == today.addingTimeInterval(-Self.day), "\(parent): \(lowers)")
@@ -295,5 +296,32 @@ struct PartitionTests {
         #expect(throws: ConfigurationError.self) {
             try Configuration.fromEnvironment(base.merging(["ACTIONHOOK_RETENTION_DAYS": "0"]) { $1 })
         }
+        // Keys kept longer than their replies: refused, naming the window's variable.
+        do {
+            _ = try Configuration.fromEnvironment(
+                base.merging(["ACTIONHOOK_RETENTION_DAYS": "2", "ACTIONHOOK_IDEMPOTENCY_TTL_HOURS": "49"]) { $1 })
+            Issue.record("a 49-hour window over 2 days of retention was accepted")
+        } catch {
+            #expect(error.variable == "ACTIONHOOK_IDEMPOTENCY_TTL_HOURS")
+        }
+        let equal = try Configuration.fromEnvironment(
+            base.merging(["ACTIONHOOK_RETENTION_DAYS": "2", "ACTIONHOOK_IDEMPOTENCY_TTL_HOURS": "48"]) { $1 })
+        #expect(equal.idempotencyTTLHours == 48)
+    }
+
+    @Test("an app's retentionDays shorter than the idempotency window is a 422 at /retentionDays, on create and patch")
+    func retentionShorterThanWindow() throws {
+        let api = try TestAPI { $0.idempotencyTTLHours = 36 }
+        let refused = try api.admin("POST", "/v1/apps", json: #"{"id":"brief","name":"Brief","retentionDays":1}"#)
+        #expect(refused.status == 422)
+        #expect(Self.pointers(refused) == ["/retentionDays"])
+        #expect(try api.count("SELECT count(*)::int AS n FROM apps WHERE id = 'brief'") == 0)
+        let created = try api.admin("POST", "/v1/apps", json: #"{"id":"brief","name":"Brief","retentionDays":2}"#)
+        #expect(created.status == 201)
+        let patched = try api.admin("PATCH", "/v1/apps/brief", json: #"{"retentionDays":1}"#)
+        #expect(patched.status == 422)
+        #expect(Self.pointers(patched) == ["/retentionDays"])
+        #expect(try api.admin("GET", "/v1/apps/brief").json["retentionDays"] as? Int == 2)
+        #expect(try api.admin("PATCH", "/v1/apps/brief", json: #"{"retentionDays":null}"#).status == 200)
     }
 }

@@ -214,11 +214,15 @@ struct GroupCommitTests {
             return
         }
         #expect(gone as? StoreError == .appDeleted)
-        #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = \(leavingApp)") == 0)
+        // The service's purger removes the deleted app's rows in the background.
+        #expect(
+            try eventually(within: 30) {
+                try api.count("SELECT count(*) AS n FROM responses WHERE app_id = \(leavingApp)") == 0
+            })
         #expect(try api.count("SELECT count(*) AS n FROM responses WHERE app_id = \(stayingApp)") == 2)
     }
 
-    @Test("deleting an app deletes its responses, follow-ups and delivery attempts, and nothing of another app")
+    @Test("deleting an app removes its responses, follow-ups and delivery attempts, and nothing of another app")
     func deletionRemovesEverything() throws {
         let api = try TestAPI()
         _ = try api.createApp("doomed-app")
@@ -246,6 +250,11 @@ struct GroupCommitTests {
                     PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table) WHERE app_id = 'doomed-app'")) > 0)
         }
         #expect(try AppStore(pool: api.pool).delete("doomed-app"))
+        // In the background: the service's purger, woken by the deletion's NOTIFY.
+        #expect(
+            try eventually(within: 30) {
+                try api.count("SELECT count(*) AS n FROM app_deletions WHERE app_id = 'doomed-app'") == 0
+            })
         for table in tables {
             #expect(
                 try api.count(

@@ -121,7 +121,8 @@ struct RetentionTests {
             logger: logger)
         let report = try maintainer.maintain()
         #expect(report.ran)
-        #expect(report.dropped.isEmpty)
+        // Of the partitions made from four days ago, only the keys' are past their (24-hour) window.
+        #expect(report.dropped == ["idempotency_keys": 3])
         #expect(report.deleted["responses"] == 5)
         #expect(report.deleted["followups_done"] == 3)
         #expect(report.deleted["delivery_attempts"] == 3)
@@ -145,5 +146,80 @@ struct RetentionTests {
 
         // A second run finds nothing more to delete.
         #expect(try maintainer.maintain().deleted.isEmpty)
+    }
+}
+
+/// What retention must not take: a sent notification a reply may still answer, and a reply whose
+/// idempotency key is still kept.
+@Suite("Retention keeps what is still answered")
+struct RetentionKeepsTests {
+    static func migratedPool(_ database: TestDatabase) throws -> PostgresPool {
+        let pool = PostgresPool(configuration: database.configuration, size: 2)
+        var logger = Logger(label: "retention-test")
+        logger.logLevel = .warning
+        try Migrator(pool: pool, logger: logger).migrate()
+        return pool
+    }
+
+    @Test("a notification sent 3 days ago to an app keeping 1 day stays until it has expired, then goes")
+    func notificationStaysUntilExpired() throws {
+        let database = try TestDatabase.create()
+        defer { database.drop() }
+        let pool = try Self.migratedPool(database)
+        defer { pool.close() }
+        _ = try AppStore(pool: pool).create(AppDefinition(id: "brief", name: "Brief", retentionDays: 1))
+        // Sent 3 days ago: one expiring tomorrow (30 days is the longest a send may ask), one that expired
+        // two days ago. Neither has a queued follow-up left.
+        try pool.withConnection { connection in
+            try connection.execute(
+                """
+                INSERT INTO notifications (app_id, id, request_hash, answers, collapse_id, devices, created_at,
+                    expires_at, answer)
+                VALUES ('brief', '00000000-0000-7000-8000-000000000001', '\\x00', 'first', 'c', '[]',
+                        now() - interval '3 days', now() + interval '1 day', '{}'),
+                    ('brief', '00000000-0000-7000-8000-000000000002', '\\x00', 'first', 'c', '[]',
+                        now() - interval '3 days', now() - interval '2 days', '{}')
+                """)
+        }
+        let maintainer = PartitionMaintainer(
+            pool: pool, policy: RetentionPolicy(partitionSeconds: 86_400, retentionDays: 30),
+            logger: Logger(label: "retention-test"))
+        let report = try maintainer.maintain()
+        #expect(report.deleted["notifications"] == 1)
+        let kept = try pool.withConnection { connection in
+            try connection.query("SELECT id FROM notifications WHERE app_id = 'brief'").map {
+                try $0.decode("id", as: UUID.self).lowercasedString
+            }
+        }
+        #expect(kept == ["00000000-0000-7000-8000-000000000001"])
+        // Once it has expired (a run four days on), it goes.
+        let later = try maintainer.maintain(now: Date().addingTimeInterval(4 * 86_400))
+        #expect(later.deleted["notifications"] == 1)
+        #expect(
+            try pool.withConnection { try $0.query("SELECT count(*)::int AS n FROM notifications")[0].decode("n") }
+                == 0)
+    }
+
+    @Test("an app keeping 1 day under a 4-day idempotency window keeps its replies of 3 days ago")
+    func repliesOutliveTheirKeys() throws {
+        let database = try TestDatabase.create()
+        defer { database.drop() }
+        let pool = try Self.migratedPool(database)
+        defer { pool.close() }
+        // Saved while the window was shorter: the store takes it, the maintenance must still keep the replies.
+        _ = try AppStore(pool: pool).create(AppDefinition(id: "brief", name: "Brief", retentionDays: 1))
+        try pool.withConnection { connection in
+            _ = try connection.query(
+                "SELECT actionhook_create_partitions(now() - interval '4 days', now(), interval '1 day') AS made")
+            try RetentionTests.seed("brief", connection: connection)
+        }
+        let maintainer = PartitionMaintainer(
+            pool: pool,
+            policy: RetentionPolicy(partitionSeconds: 86_400, retentionDays: 30, idempotencyWindowSeconds: 4 * 86_400),
+            logger: Logger(label: "retention-test"))
+        let report = try maintainer.maintain()
+        #expect(report.deleted["responses"] == nil)
+        let old = try pool.withConnection { try RetentionTests.counts("brief", old: true, connection: $0) }
+        #expect(old["responses"] == 5)
     }
 }

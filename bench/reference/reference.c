@@ -1034,7 +1034,7 @@ static const Oid parameter_types[P_COUNT] = {
     OID_TIMESTAMPTZ_ARRAY,
 };
 
-/* One statement per batch: the keys (a key already stored is skipped), the responses and follow-ups of
+/* One statement per batch: the keys (a key stored within the window is skipped), the responses and follow-ups of
  * the keys inserted, and the workers told which apps have new follow-ups. Returns the responses stored. */
 static const char ingest_sql_head[] =
     "WITH r AS MATERIALIZED (\n"
@@ -1048,7 +1048,8 @@ static const char ingest_sql_head[] =
     "keys AS (\n"
     "    INSERT INTO idempotency_keys (app_id, key, response_id, request_hash, stored_at)\n"
     "    SELECT r.app_id, r.idempotency_key, r.id, r.request_hash, now() FROM r\n"
-    "    ON CONFLICT (app_id, key) DO NOTHING\n"
+    "    WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys i WHERE i.app_id = r.app_id AND i.key = r.idempotency_key\n"
+    "        AND i.stored_at >= now() - interval '24 hours')\n"
     "    RETURNING response_id\n"
     "),\n"
     "stored AS (\n"
@@ -1082,7 +1083,7 @@ static const char ingest_sql_plain[] = "SELECT k.response_id FROM keys k";
 static const char replay_sql[] =
     "SELECT k.position::int4, i.request_hash, r.answer::text\n"
     "FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(app_id, key, position)\n"
-    "JOIN idempotency_keys i ON i.app_id = k.app_id AND i.key = k.key\n"
+    "JOIN idempotency_keys i ON i.app_id = k.app_id AND i.key = k.key AND i.stored_at >= now() - interval '24 hours'\n"
     "LEFT JOIN responses r ON r.app_id = i.app_id AND r.id = i.response_id";
 
 struct writer {

@@ -5,7 +5,8 @@
 -- a reply that claimed it. Now a device belongs to a subject only once a send of the backend (a server
 -- key) named it in `to` for that subject; erasing the subject or the device takes it out.
 CREATE TABLE subject_devices (
-    app_id       text NOT NULL REFERENCES apps (id) ON DELETE CASCADE,
+    -- No cascade from apps: a deleted app's rows are purged in batches (013_app_deletions.sql).
+    app_id       text NOT NULL,
     subject      text NOT NULL,
     device_token text NOT NULL,
     -- The recipient label the latest send gave the device.

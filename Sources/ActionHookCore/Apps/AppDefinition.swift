@@ -1,3 +1,4 @@
+import Basics
 import Crypto
 import Foundation
 
@@ -56,6 +57,23 @@ public struct AppDefinition: Sendable, Equatable {
 
     /// The values `retentionDays` may take: a day to a hundred years.
     public static let retentionDaysRange = 1...36_500
+
+    /// The fewest whole days that keep a reply as long as its idempotency key (`hours`): a key that
+    /// outlived its reply could no longer replay it, and its retry would be stored as a new reply.
+    public static func minimumRetentionDays(idempotencyWindowHours hours: Int) -> Int { (hours + 23) / 24 }
+
+    /// Refuses a `retentionDays` shorter than the idempotency window of `hours` (422 at `/retentionDays`).
+    public func checkRetention(idempotencyWindowHours hours: Int) throws(ValidationFailure) {
+        let minimum = Self.minimumRetentionDays(idempotencyWindowHours: hours)
+        guard let retentionDays, retentionDays < minimum else { return }
+        throw ValidationFailure.invalid([
+            FieldError(
+                pointer: "/retentionDays",
+                detail:
+                    "must be at least \(minimum) days: replies are kept as long as their idempotency keys (ACTIONHOOK_IDEMPOTENCY_TTL_HOURS)"
+            )
+        ])
+    }
 
     /// Creates an app.
     public init(

@@ -30,6 +30,8 @@ struct APIContext: Sendable {
     let batcher: IngestBatcher
     /// How far `respondedAt` may lie ahead of the server's clock.
     let clockSkewSeconds: Int
+    /// How long an idempotency key is kept: no app may keep its replies for less.
+    let idempotencyTTLHours: Int
     let metrics: ServiceMetrics
     let logger: Logger
 
@@ -42,6 +44,7 @@ struct APIContext: Sendable {
         self.metrics = metrics
         self.logger = logger
         clockSkewSeconds = configuration.clockSkewSeconds
+        idempotencyTTLHours = configuration.idempotencyTTLHours
         apps = AppStore(pool: pool)
         categories = CategoryStore(pool: pool)
         rules = RuleStore(pool: pool)

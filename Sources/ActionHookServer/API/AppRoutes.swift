@@ -11,6 +11,7 @@ extension APIContext {
             .post, "/v1/apps",
             admin { request in
                 let (app, generatedSecret) = try AppDefinition.decodeCreate(try request.jsonBody())
+                try app.checkRetention(idempotencyWindowHours: idempotencyTTLHours)
                 try checkWebhookTargets([("/webhook/url", app.webhook?.url)])
                 let (stored, key) = try apps.create(app)
                 guard case .object(var answer) = stored.json else { return .json(201, stored.json) }
@@ -38,6 +39,7 @@ extension APIContext {
                 var generatedSecret: String?
                 let updated = try apps.update(appID) { current in
                     let (patched, generated) = try current.applyingPatch(body)
+                    try patched.checkRetention(idempotencyWindowHours: idempotencyTTLHours)
                     try checkWebhookTargets([("/webhook/url", patched.webhook?.url)])
                     generatedSecret = generated
                     return patched

