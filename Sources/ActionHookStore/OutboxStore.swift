@@ -209,8 +209,8 @@ public struct OutboxStore: Outbox {
             retries.append(row.retryAfterMilliseconds ?? -1)
             httpStatuses.append(row.httpStatus ?? -1)
             results.append(row.attemptResult)
-            started.append(Int((attempt.startedAt.timeIntervalSince1970 * 1000).rounded()))
-            due.append(Int((attempt.claim.dueAt.timeIntervalSince1970 * 1000).rounded()))
+            started.append(Self.milliseconds(attempt.startedAt))
+            due.append(Self.milliseconds(attempt.claim.dueAt))
             durations.append(
                 Int(
                     attempt.duration.components.seconds * 1000
@@ -224,6 +224,12 @@ public struct OutboxStore: Outbox {
                 durations: durations, due: due)
         )
         return Set(try rows.map { try $0.decode("id", as: UUID.self) })
+    }
+
+    /// Whole milliseconds since 1970, truncated as the service's RFC 3339 text truncates (to the microsecond
+    /// first, the database's precision): an attempt's `dueAt` reads as its follow-up's does.
+    static func milliseconds(_ date: Date) -> Int {
+        Int(((date.timeIntervalSince1970 * 1_000_000).rounded() / 1000).rounded(.down))
     }
 
     /// Settings for the worker's statements (claim, finish, sweep, next due): their plans reach
