@@ -516,6 +516,45 @@ struct NotificationSendTests {
     }
 
     @Test(
+        "apns-priority: 10 without a priority, 5 for a background push; a background push at 10 is a 422 in a send and in a rule"
+    )
+    func priorities() async throws {
+        let bed = try Bed(app: "priority")
+        let (alert, background) = (APNsStandIn.deviceToken(), APNsStandIn.deviceToken())
+        let alertSend = try bed.send(#"{"to": ["\#(alert)"], "aps": {"alert": "Hi"}}"#)
+        let backgroundSend = try bed.send(
+            #"{"to": ["\#(background)"], "aps": {"content-available": 1}, "pushType": "background"}"#)
+        for sent in [alertSend, backgroundSend] {
+            try await bed.waitForKinds(try #require(sent["id"] as? String), ["push"], in: ["delivered"], count: 1)
+        }
+        let alertPush = try bed.standIn.requests(token: alert)
+        let backgroundPush = try bed.standIn.requests(token: background)
+        try #require(alertPush.count == 1 && backgroundPush.count == 1)
+        #expect(alertPush[0].headers["apns-priority"] == "10")
+        #expect(backgroundPush[0].headers["apns-push-type"] == "background")
+        #expect(backgroundPush[0].headers["apns-priority"] == "5")
+
+        let refused = try bed.send(
+            #"{"to": ["\#(background)"], "aps": {"content-available": 1}, "pushType": "background", "priority": 10}"#,
+            status: 422)
+        #expect((refused["errors"] as? [[String: Any]])?.compactMap { $0["pointer"] as? String } == ["/priority"])
+        _ = try bed.send(
+            #"{"to": ["\#(background)"], "aps": {"content-available": 1}, "pushType": "background", "priority": 5}"#)
+        let rule = try bed.api.admin(
+            "POST", "/v1/apps/\(bed.app)/rules",
+            json: #"""
+                {"id": "refresh", "match": {"action": "REFRESH"}, "handler": {"type": "record"},
+                 "followUps": [{"channel": "apns", "pushType": "background", "priority": 10,
+                                "payload": {"aps": {"content-available": 1}}}]}
+                """#)
+        #expect(rule.status == 422, "\(rule.text)")
+        #expect(
+            (rule.json["errors"] as? [[String: Any]])?.compactMap { $0["pointer"] as? String } == [
+                "/followUps/0/priority"
+            ])
+    }
+
+    @Test(
         "since a reported createdAt lists every notification reported at it or later, and the responses' since and until agree with their receivedAt"
     )
     func timeFiltersAgreeWithReportedTimes() throws {
