@@ -48,12 +48,14 @@ public struct OutboxStore: Outbox {
     /// primary key, whatever the statistics say. Left to statistics taken while the outbox was small (a
     /// new install, a burst of ingest before autovacuum), a plan may scan the whole table per claim.
     ///
-    /// One round trip: `BEGIN`, the settings, the claim and `COMMIT` go out as one pipeline, and each
-    /// push comes back with whether its device token is known dead. A claim whose answer is lost (the
-    /// connection dropped, or the database did not answer in time) may still commit once the database
-    /// answers: its token is kept, and each later claim first gives back whatever running rows carry a
-    /// lost token, so they are due again at once rather than after their lease. Nothing is sent twice
-    /// within an attempt (the rows given back were never sent) and nothing is lost.
+    /// One round trip: the settings and the claim go out as one pipeline, which the server runs as one
+    /// transaction committed at the pipeline's end (no `BEGIN` or `COMMIT` is sent; see
+    /// ``PostgresPool/pipelinedTransaction(_:)``), and each push comes back with whether its device token
+    /// is known dead. A claim whose answer is lost (the connection dropped, or the database did not answer
+    /// in time) may still commit once the database answers: its token is kept, and each later claim first
+    /// gives back whatever running rows carry a lost token, so they are due again at once rather than
+    /// after their lease. Nothing is sent twice within an attempt (the rows given back were never sent)
+    /// and nothing is lost.
     /// A claim that fails is tried once more at once (a pooled connection may have died while idle).
     public func claim(limit: Int, leaseSeconds: Int) throws -> [ClaimedFollowUp] {
         func attempt() throws -> PostgresRows {
@@ -180,8 +182,9 @@ public struct OutboxStore: Outbox {
     /// whose attempt was recorded.
     ///
     /// The worker calls this with everything that finished since its last call, so the cost of a
-    /// commit is shared by every delivery of the batch (group commit, as ingest does). `BEGIN`, the
-    /// settings, the statement and `COMMIT` go out as one pipeline: one round trip.
+    /// commit is shared by every delivery of the batch (group commit, as ingest does). The settings and
+    /// the statement go out as one pipeline, one transaction committed at its end without `BEGIN` or
+    /// `COMMIT`: one round trip.
     @discardableResult
     public func finish(_ attempts: [FinishedAttempt]) throws -> Set<UUID> {
         guard !attempts.isEmpty else { return [] }
