@@ -12,8 +12,9 @@
 #          with the same Idempotency-Key until acknowledged: 0 acknowledged lost, 0 stored twice, and every
 #          response has exactly the follow-ups its rule asked for (0 missing, 0 orphan, 0 extra)
 #   R3     webhook deliveries while the service is `kill -9`ed 3 times (on a request's arrival, right after
-#          the receiver's 2xx, and in flight) and restarted: all delivered, every webhook-id arrived, claims of
-#          a killed process not `running` past lease + sweep
+#          the receiver's 2xx, and in flight) and restarted: all delivered, every webhook-id arrived (the
+#          receiver logged every arrival it counted; an id that never arrived is listed with the attempts the
+#          service recorded for it), claims of a killed process not `running` past lease + sweep
 #   R4     3 instances, 1 database, due follow-ups (2 % answered 503 once): no attempt executed twice, all end
 #          delivered
 #   R6     snoozes re-sent through one APNs stand-in for 3 instances, every instance restarted while they are
@@ -273,7 +274,9 @@ stop_service() {
 }
 
 # start_receiver NAME FIRST COUNT [driver options]: a webhook receiver on receiver ports FIRST..FIRST+COUNT-1
-# (receiver port 0 is always the app's own endpoint).
+# (receiver port 0 is always the app's own endpoint). It logs to NAME.tsv, each line written before it goes
+# on (an arrival before its answer), and its counters to NAME.stats.json when it stops.
+declare -A receiver_pids=()
 start_receiver() {
     local name="$1" first="$2" count="$3" ports=() i
     shift 3
@@ -281,9 +284,22 @@ start_receiver() {
     python3 "$driver" receive --ports "$(
         IFS=,
         echo "${ports[*]}"
-    )" --log "$scenario_dir/$name.tsv" "$@" 2>"$scenario_dir/$name.log" &
+    )" --log "$scenario_dir/$name.tsv" --stats "$scenario_dir/$name.stats.json" "$@" 2>"$scenario_dir/$name.log" &
+    receiver_pids[$name]=$!
     started_pids+=($!)
     wait_until 30 "the receiver" curl -fs -o /dev/null "http://127.0.0.1:${ports[-1]}/_stats"
+}
+# stop_receiver NAME: SIGTERM, and waits until it has exited (its log complete, its counters written).
+stop_receiver() {
+    terminate "${receiver_pids[$1]}"
+    [[ -s "$scenario_dir/$1.stats.json" ]] || {
+        log "the receiver $1 left no counters"
+        return 1
+    }
+}
+# receiver_unlogged NAME: arrivals a stopped receiver counted but its log does not have (loaded as NAME).
+receiver_unlogged() {
+    echo $(($(json_field '["arrived"]' <"$scenario_dir/$1.stats.json") - $(sql -c "SELECT count(*) FROM $1 WHERE event = 'arrive'")))
 }
 json_field() { python3 -c "import json, sys; print(json.load(sys.stdin)$1)"; }
 # receiver_inflight INDEX: requests the receiver on receiver port INDEX holds now.
@@ -537,12 +553,18 @@ scenario_R3() {
     done
     stop_service a
     note R3 "the last instance stopped on SIGTERM in ${stopped_in}s (exit $stopped_status); $(elapsed "$started_at" "$(now)")s in all"
+    stop_receiver r3_received
     load_received r3_received
 
     check R3 "kill -9 (on arrival, after a 2xx, in flight)" "$kills" == "$steps"
     check R3 "follow-ups delivered" "$(sql -c "SELECT count(*) FROM followups WHERE status = 'delivered'")" == "$r3_deliveries"
-    check R3 "webhook-ids that never reached the receiver" "$(sql -c "SELECT count(*) FROM followups f
-        WHERE NOT EXISTS (SELECT 1 FROM r3_received r WHERE r.event = 'arrive' AND r.webhook_id = f.id::text)")" == 0
+    # The receiver's own record first: a request it counted but did not log is the harness's loss.
+    check R3 "arrivals the receiver counted but did not log" "$(receiver_unlogged r3_received)" == 0
+    local missing
+    missing="$(sql -c "SELECT count(*) FROM followups f
+        WHERE NOT EXISTS (SELECT 1 FROM r3_received r WHERE r.event = 'arrive' AND r.webhook_id = f.id::text)")"
+    check R3 "webhook-ids that never reached the receiver" "$missing" == 0
+    ((missing == 0)) || r3_explain_missing
     check R3 "arrivals of the one answered 2xx just before a kill" "$(sql -c "SELECT count(*) FROM r3_received r
         WHERE r.event = 'arrive' AND r.webhook_id = (SELECT webhook_id FROM r3_received
             WHERE event = 'killed-after-answer' LIMIT 1)")" ">=" 2
@@ -550,6 +572,32 @@ scenario_R3() {
     check R3 "follow-ups left running" "$(sql -c "SELECT count(*) FROM followups WHERE status = 'running'")" == 0
     note R3 "$(sql -c "SELECT count(*) FROM r3_received WHERE event = 'arrive'") requests for $r3_deliveries follow-ups;" \
         "$(sql -c "SELECT count(*) FROM followups WHERE attempt >= 2") claimed more than once"
+}
+
+# For each follow-up the receiver never logged: its status and every attempt the service recorded, and whose
+# fault that is. A `delivered` attempt (a 2xx) without an arrival means a 2xx came for a request the receiver
+# did not log; a follow-up delivered with no delivered attempt was marked so by the finish of no attempt.
+r3_explain_missing() {
+    local line
+    while IFS= read -r line; do
+        note R3 "never arrived: $line"
+    done < <(sql -c "SELECT f.id || ' ' || f.status || ' after ' || f.attempt || ' claims; attempts recorded: '
+            || coalesce((SELECT string_agg(format('#%s %s%s%s', a.attempt, a.result, ' http ' || a.http_status,
+                ' (' || a.error_class || ')'), ', ' ORDER BY a.attempt)
+                FROM delivery_attempts a WHERE a.app_id = f.app_id AND a.followup_id = f.id), 'none')
+            || ' => ' || CASE
+                WHEN EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.app_id = f.app_id AND a.followup_id = f.id
+                    AND a.result = 'delivered')
+                THEN 'a 2xx recorded by attempt ' || (SELECT min(a.attempt) FROM delivery_attempts a
+                    WHERE a.app_id = f.app_id AND a.followup_id = f.id AND a.result = 'delivered')
+                    || ' that the receiver never logged: ' || CASE WHEN $(receiver_unlogged r3_received) > 0
+                        THEN 'the receiver lost arrivals from its log (harness)'
+                        ELSE 'the service recorded a delivery that did not reach the receiver (service)' END
+                WHEN f.status = 'delivered' THEN 'delivered without a delivered attempt (service: finish path)'
+                ELSE 'not delivered' END
+        FROM followups f
+        WHERE NOT EXISTS (SELECT 1 FROM r3_received r WHERE r.event = 'arrive' AND r.webhook_id = f.id::text)
+        ORDER BY f.id LIMIT 20")
 }
 
 # --- R4: three instances, one database -------------------------------------------------------------------
@@ -579,7 +627,7 @@ scenario_R4() {
             /^actionhook_deliveries_total\{/ && /result="lease_lost"/ { s += $NF } END { print s + 0 }')"
         lost=$((lost + value))
     done
-    sleep 1 # let the receiver write its last lines
+    stop_receiver r4_received
     load_received r4_received
 
     check R4 "follow-ups delivered" "$(sql -c "SELECT count(*) FROM followups WHERE status = 'delivered'")" == "$r4_followups"

@@ -60,6 +60,7 @@ public final class APNsSender: Sendable {
 
     /// Sends one push. `payload` is the follow-up's rendered APNs payload: `deviceToken`,
     /// `pushType`, optional `priority`, `expiration`, `collapseId`, and `payload` (the aps JSON).
+    /// `apns-priority` is always sent: the given priority, else 10 (5 for a background push).
     public func send(id: String, appID: String, credentials: APNsCredentials, payload: JSONValue) async -> SendOutcome {
         guard let deviceToken = payload.value(atPath: "deviceToken")?.stringValue, !deviceToken.isEmpty,
             deviceToken.utf8.allSatisfy({ $0 < 128 && Character(Unicode.Scalar($0)).isHexDigit })
@@ -69,7 +70,8 @@ public final class APNsSender: Sendable {
             return .permanent(httpStatus: nil, errorClass: "PayloadTooLarge")
         }
         let pushType = payload.value(atPath: "pushType")?.stringValue ?? "alert"
-        let priority = payload.value(atPath: "priority")?.intValue ?? (pushType == "background" ? 5 : 10)
+        let priority =
+            payload.value(atPath: "priority")?.intValue ?? FollowUpTemplate.defaultPriority(pushType: pushType)
         let base = credentials.environment == "sandbox" ? endpoints.sandbox : endpoints.production
 
         var request = HTTPClientRequest(url: base + "/3/device/" + deviceToken)

@@ -48,12 +48,14 @@ public struct OutboxStore: Outbox {
     /// primary key, whatever the statistics say. Left to statistics taken while the outbox was small (a
     /// new install, a burst of ingest before autovacuum), a plan may scan the whole table per claim.
     ///
-    /// One round trip: `BEGIN`, the settings, the claim and `COMMIT` go out as one pipeline, and each
-    /// push comes back with whether its device token is known dead. A claim whose answer is lost (the
-    /// connection dropped, or the database did not answer in time) may still commit once the database
-    /// answers: its token is kept, and each later claim first gives back whatever running rows carry a
-    /// lost token, so they are due again at once rather than after their lease. Nothing is sent twice
-    /// within an attempt (the rows given back were never sent) and nothing is lost.
+    /// One round trip: the settings and the claim go out as one pipeline, which the server runs as one
+    /// transaction committed at the pipeline's end (no `BEGIN` or `COMMIT` is sent; see
+    /// ``PostgresPool/pipelinedTransaction(_:)``), and each push comes back with whether its device token
+    /// is known dead. A claim whose answer is lost (the connection dropped, or the database did not answer
+    /// in time) may still commit once the database answers: its token is kept, and each later claim first
+    /// gives back whatever running rows carry a lost token, so they are due again at once rather than
+    /// after their lease. Nothing is sent twice within an attempt (the rows given back were never sent)
+    /// and nothing is lost.
     /// A claim that fails is tried once more at once (a pooled connection may have died while idle).
     public func claim(limit: Int, leaseSeconds: Int) throws -> [ClaimedFollowUp] {
         func attempt() throws -> PostgresRows {
@@ -180,8 +182,9 @@ public struct OutboxStore: Outbox {
     /// whose attempt was recorded.
     ///
     /// The worker calls this with everything that finished since its last call, so the cost of a
-    /// commit is shared by every delivery of the batch (group commit, as ingest does). `BEGIN`, the
-    /// settings, the statement and `COMMIT` go out as one pipeline: one round trip.
+    /// commit is shared by every delivery of the batch (group commit, as ingest does). The settings and
+    /// the statement go out as one pipeline, one transaction committed at its end without `BEGIN` or
+    /// `COMMIT`: one round trip.
     @discardableResult
     public func finish(_ attempts: [FinishedAttempt]) throws -> Set<UUID> {
         guard !attempts.isEmpty else { return [] }
@@ -209,8 +212,8 @@ public struct OutboxStore: Outbox {
             retries.append(row.retryAfterMilliseconds ?? -1)
             httpStatuses.append(row.httpStatus ?? -1)
             results.append(row.attemptResult)
-            started.append(Int((attempt.startedAt.timeIntervalSince1970 * 1000).rounded()))
-            due.append(Int((attempt.claim.dueAt.timeIntervalSince1970 * 1000).rounded()))
+            started.append(Self.milliseconds(attempt.startedAt))
+            due.append(Self.milliseconds(attempt.claim.dueAt))
             durations.append(
                 Int(
                     attempt.duration.components.seconds * 1000
@@ -224,6 +227,12 @@ public struct OutboxStore: Outbox {
                 durations: durations, due: due)
         )
         return Set(try rows.map { try $0.decode("id", as: UUID.self) })
+    }
+
+    /// Whole milliseconds since 1970, truncated as the service's RFC 3339 text truncates (to the microsecond
+    /// first, the database's precision): an attempt's `dueAt` reads as its follow-up's does.
+    static func milliseconds(_ date: Date) -> Int {
+        Int(((date.timeIntervalSince1970 * 1_000_000).rounded() / 1000).rounded(.down))
     }
 
     /// Settings for the worker's statements (claim, finish, sweep, next due): their plans reach

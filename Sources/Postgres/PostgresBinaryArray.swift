@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// A one-dimensional array parameter built in PostgreSQL's binary form (what `array_recv` reads), to
@@ -114,10 +115,15 @@ public struct PostgresBinaryArray: Sendable {
         append(date.map { Int64(($0.timeIntervalSince1970 * 1_000_000).rounded()) })
     }
 
-    /// Appends a `timestamptz` element rounded to the millisecond, as the service's RFC 3339 text has
-    /// it (a time the service also shows, stored as shown); `nil` is `NULL`.
+    /// Appends a `timestamptz` element truncated to the millisecond, as the service's RFC 3339 text has
+    /// it (a time the service also shows, stored as shown); `nil` is `NULL`. The time is taken to the
+    /// microsecond first, so that one held as `….787999999` is `.788`.
     public mutating func append(milliseconds date: Date?) {
-        append(date.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) * 1000 })
+        append(
+            date.map {
+                let microseconds = Int64(($0.timeIntervalSince1970 * 1_000_000).rounded())
+                return CivilDate.floorDivide(microseconds, 1000).quotient * 1000
+            })
     }
 
     private mutating func append(_ unixMicroseconds: Int64?) {

@@ -515,6 +515,89 @@ struct NotificationSendTests {
             #"{"to": ["\#(one)"], "aps": {"alert": "\#(big)"}, "userInfo": {"pad": "\#(big)"}}"#, status: 422)
     }
 
+    @Test(
+        "apns-priority: 10 without a priority, 5 for a background push; a background push at 10 is a 422 in a send and in a rule"
+    )
+    func priorities() async throws {
+        let bed = try Bed(app: "priority")
+        let (alert, background) = (APNsStandIn.deviceToken(), APNsStandIn.deviceToken())
+        let alertSend = try bed.send(#"{"to": ["\#(alert)"], "aps": {"alert": "Hi"}}"#)
+        let backgroundSend = try bed.send(
+            #"{"to": ["\#(background)"], "aps": {"content-available": 1}, "pushType": "background"}"#)
+        for sent in [alertSend, backgroundSend] {
+            try await bed.waitForKinds(try #require(sent["id"] as? String), ["push"], in: ["delivered"], count: 1)
+        }
+        let alertPush = try bed.standIn.requests(token: alert)
+        let backgroundPush = try bed.standIn.requests(token: background)
+        try #require(alertPush.count == 1 && backgroundPush.count == 1)
+        #expect(alertPush[0].headers["apns-priority"] == "10")
+        #expect(backgroundPush[0].headers["apns-push-type"] == "background")
+        #expect(backgroundPush[0].headers["apns-priority"] == "5")
+
+        let refused = try bed.send(
+            #"{"to": ["\#(background)"], "aps": {"content-available": 1}, "pushType": "background", "priority": 10}"#,
+            status: 422)
+        #expect((refused["errors"] as? [[String: Any]])?.compactMap { $0["pointer"] as? String } == ["/priority"])
+        _ = try bed.send(
+            #"{"to": ["\#(background)"], "aps": {"content-available": 1}, "pushType": "background", "priority": 5}"#)
+        let rule = try bed.api.admin(
+            "POST", "/v1/apps/\(bed.app)/rules",
+            json: #"""
+                {"id": "refresh", "match": {"action": "REFRESH"}, "handler": {"type": "record"},
+                 "followUps": [{"channel": "apns", "pushType": "background", "priority": 10,
+                                "payload": {"aps": {"content-available": 1}}}]}
+                """#)
+        #expect(rule.status == 422, "\(rule.text)")
+        #expect(
+            (rule.json["errors"] as? [[String: Any]])?.compactMap { $0["pointer"] as? String } == [
+                "/followUps/0/priority"
+            ])
+    }
+
+    @Test(
+        "since a reported createdAt lists every notification reported at it or later, and the responses' since and until agree with their receivedAt"
+    )
+    func timeFiltersAgreeWithReportedTimes() throws {
+        let bed = try Bed(app: "since", worker: false)
+        // Made as fast as one client makes them: several in a millisecond, stored to the microsecond.
+        for _ in 0..<40 {
+            _ = try bed.send(#"{"to": ["\#(APNsStandIn.deviceToken())"], "aps": {"alert": "Hi"}}"#)
+            #expect(
+                try bed.reply("DECLINE", token: APNsStandIn.deviceToken(), userInfo: ["eventId": "1"]).status == 202)
+        }
+        func encoded(_ time: String) -> String { time.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! }
+        func listed(_ path: String, _ time: String) throws -> [(id: String, time: String)] {
+            let answer = try bed.api.admin("GET", path)
+            try #require(answer.status == 200, "\(path): \(answer.status) \(answer.text)")
+            let items = try #require(answer.json["items"] as? [[String: Any]])
+            return try items.map { (try #require($0["id"] as? String), try #require($0[time] as? String)) }
+        }
+
+        // A client paging by "since the last createdAt" sees every notification made at or after it.
+        let notifications = try listed("/v1/apps/\(bed.app)/notifications?limit=500", "createdAt")
+        try #require(notifications.count == 40)
+        for createdAt in Set(notifications.map(\.time)) {
+            let page = try listed(
+                "/v1/apps/\(bed.app)/notifications?limit=500&since=\(encoded(createdAt))", "createdAt")
+            #expect(
+                Set(page.map(\.id)) == Set(notifications.filter { $0.time >= createdAt }.map(\.id)),
+                "since=\(createdAt)")
+        }
+        // Responses: since includes what was received at the time shown, until leaves it out.
+        let responses = try listed("/v1/apps/\(bed.app)/responses?limit=500", "receivedAt")
+        try #require(responses.count == 40)
+        for receivedAt in Set(responses.map(\.time)) {
+            let since = try listed("/v1/apps/\(bed.app)/responses?limit=500&since=\(encoded(receivedAt))", "receivedAt")
+            #expect(
+                Set(since.map(\.id)) == Set(responses.filter { $0.time >= receivedAt }.map(\.id)),
+                "since=\(receivedAt)")
+            let until = try listed("/v1/apps/\(bed.app)/responses?limit=500&until=\(encoded(receivedAt))", "receivedAt")
+            #expect(
+                Set(until.map(\.id)) == Set(responses.filter { $0.time < receivedAt }.map(\.id)),
+                "until=\(receivedAt)")
+        }
+    }
+
     static func date(_ text: String) -> Date? {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]

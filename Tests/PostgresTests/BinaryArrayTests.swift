@@ -27,11 +27,13 @@ struct BinaryArrayTests {
         ]
         var timestamp = PostgresBinaryArray(.timestamptz)
         for value in dates { timestamp.append(value) }
-        // To the microsecond, or rounded to the millisecond.
+        // To the microsecond, or truncated to the millisecond (a time held just below a millisecond stays on it).
         var precise = PostgresBinaryArray(.timestamptz)
         precise.append(Date(timeIntervalSince1970: 1_795_000_000.123456))
         precise.append(milliseconds: Date(timeIntervalSince1970: 1_795_000_000.123456))
         precise.append(milliseconds: Date(timeIntervalSince1970: -0.0004))
+        precise.append(milliseconds: Date(timeIntervalSince1970: 1_795_000_000.788))
+        precise.append(milliseconds: Date(timeIntervalSince1970: 1_795_000_000.787_999_9))
         var bytea = PostgresBinaryArray(.bytea)
         for value: [UInt8]? in [[0, 1, 255], nil, []] { bytea.append(bytes: value) }
         var jsonb = PostgresBinaryArray(.jsonb)
@@ -70,7 +72,8 @@ struct BinaryArrayTests {
             #expect(try row.decode("count", as: Int.self) == 4)
             #expect(
                 try row.decode("precise", as: String.self)
-                    == #"{"2026-11-18 11:06:40.123456","2026-11-18 11:06:40.123000","1970-01-01 00:00:00.000000"}"#)
+                    == #"{"2026-11-18 11:06:40.123456","2026-11-18 11:06:40.123000","1969-12-31 23:59:59.999000","#
+                    + #""2026-11-18 11:06:40.788000","2026-11-18 11:06:40.788000"}"#)
         }
     }
 

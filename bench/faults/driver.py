@@ -2,7 +2,7 @@
 """The clients and receivers of bench/faults.sh (Python 3 standard library only).
 
     driver.py receive --ports P[,P...] --log FILE [--delay S] [--slow MIN MAX] [--stuck FRACTION SECONDS]
-                      [--fail-first FRACTION] [--kill-pidfile FILE --kill-plan KIND:N,...]
+                      [--fail-first FRACTION] [--kill-pidfile FILE --kill-plan KIND:N,...] [--stats FILE]
     driver.py ingest  --url URL --count N [--concurrency C] [--rate R] [--duration S] [--kind invite|snooze]
                       [--key-prefix P] [--log FILE] [--progress FILE] [--no-retry] [--fresh-connections]
                       [--source-address A] [--timeout S] [--snooze-delays S,S...]
@@ -11,14 +11,18 @@
 
 receive: a webhook receiver on every port of --ports (127.0.0.1), HTTP/1.1 with keep-alive. Each request is
 two lines of --log (tab-separated, PostgreSQL's COPY text format): `arrive <time> <port> <webhook-id> \\N`
-when it is read and `answer <time> <port> <webhook-id> <status>` once its answer is written. It answers 204
+when it is read and `answer <time> <port> <webhook-id> <status>` once its answer is written. Each line is
+one write to the kernel, nothing buffered, before the receiver goes on: an arrival is in the file before its
+request can be answered, so a reader that saw a delivery recorded reads its arrival too. It answers 204
 after --delay seconds (default 0), or a time drawn from --slow MIN MAX; --stuck holds the first arrival of
 that fraction of ids for SECONDS; --fail-first answers 503 to the first arrival of that fraction of ids
 (the same ids on every run: chosen by a CRC of the id). `GET /_stats` answers {"arrived", "answered",
 "inflight", "kills"}. With --kill-pidfile, the plan's steps SIGKILL the process whose pid the file holds,
 in order, each at most once per pid: `arrive:N` on the Nth arrival or later (that request is never
 answered), `answered:N` right after a 2xx to the Nth arrival or later has been written, the process SIGSTOPped before
-the write so that it cannot record the delivery first (logged as `killed-after-answer`). Exits on SIGTERM.
+the write so that it cannot record the delivery first (logged as `killed-after-answer`). Exits on SIGTERM,
+after writing its counters ({"arrived", "answered", "kills"}) to --stats: arrivals it counted but did not
+log would be the receiver's own loss.
 
 ingest: POSTs N replies to /v1/responses with the ingest key from $FAULTS_INGEST_KEY, each with its own
 Idempotency-Key (`<prefix>-<n>`), from C threads, paced at R per second in total when --rate is given, and
@@ -70,7 +74,10 @@ def chosen(webhook_id, fraction):
 class Receiver:
     def __init__(self, arguments):
         self.arguments = arguments
-        self.log = open(arguments.log, "a", encoding="utf-8", buffering=1 << 16)
+        # Each line goes to the kernel with one write(2) on an O_APPEND descriptor before the receiver
+        # goes on (no buffer of its own): an arrival is in the file before its request can be answered,
+        # and whoever reads the file after a delivery was recorded reads that delivery's arrival.
+        self.log = os.open(arguments.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.arrived = 0
         self.answered = 0
         self.inflight = 0
@@ -87,7 +94,7 @@ class Receiver:
     def write(self, event, port, webhook_id, status=None):
         status_text = "\\N" if status is None else str(status)
         webhook_id = webhook_id.replace("\t", " ").replace("\\", "/") or "\\N"
-        self.log.write(f"{event}\t{time.time():.6f}\t{port}\t{webhook_id}\t{status_text}\n")
+        os.write(self.log, f"{event}\t{time.time():.6f}\t{port}\t{webhook_id}\t{status_text}\n".encode())
 
     def due_pid(self, kind):
         """The pid the plan's next step would kill now, if that step is of `kind` and due; else None."""
@@ -117,7 +124,6 @@ class Receiver:
         self.killed_pids.add(pid)
         self.kills += 1
         self.write(f"kill-{self.kills}", 0, str(pid))
-        self.log.flush()
         return True
 
     def delay_for(self, webhook_id, first):
@@ -199,7 +205,6 @@ class Receiver:
         self.write("answer", port, webhook_id, status)
         if status < 300 and self.kill_step("answered"):
             self.write("killed-after-answer", port, webhook_id)
-            self.log.flush()
         return True
 
 
@@ -214,18 +219,13 @@ async def receive_main(arguments):
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, stopped.set)
 
-    async def flush_now_and_then():
-        while True:
-            await asyncio.sleep(0.2)
-            receiver.log.flush()
-
-    flusher = asyncio.ensure_future(flush_now_and_then())
     await stopped.wait()
-    flusher.cancel()
     for server in servers:
         server.close()
-    receiver.log.flush()
-    receiver.log.close()
+    os.close(receiver.log)
+    if arguments.stats:
+        with open(arguments.stats, "w", encoding="ascii") as handle:
+            json.dump({"arrived": receiver.arrived, "answered": receiver.answered, "kills": receiver.kills}, handle)
 
 
 # --- ingest -------------------------------------------------------------------------------------------
@@ -517,6 +517,7 @@ def main():
     receive.add_argument("--fail-first", type=float, default=0.0)
     receive.add_argument("--kill-pidfile")
     receive.add_argument("--kill-plan")
+    receive.add_argument("--stats")
 
     ingest = commands.add_parser("ingest")
     ingest.add_argument("--url", required=True)

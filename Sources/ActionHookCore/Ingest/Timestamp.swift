@@ -5,8 +5,12 @@ import Foundation
 ///
 /// Written by hand rather than with `ISO8601DateFormatter` so that formatting is exact to the
 /// millisecond, round-trips, and needs no shared formatter state.
+///
+/// A time is reported truncated to the millisecond, never rounded up: a row stored at `…07.787583` is
+/// `…07.787Z`, so a client that asks for what came at or after a time it was shown gets that row too
+/// (``filterBound(_:)`` makes the filters agree).
 public enum Timestamp {
-    /// Formats `date` as RFC 3339 in UTC with milliseconds: `2026-11-20T10:00:00.000Z`.
+    /// Formats `date` as RFC 3339 in UTC with milliseconds (truncated): `2026-11-20T10:00:00.000Z`.
     public static func format(_ date: Date) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(24)
@@ -14,7 +18,7 @@ public enum Timestamp {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// `date` as ``format(_:)``'s text reads back with ``parse(_:)``: rounded to the millisecond.
+    /// `date` as ``format(_:)``'s text reads back with ``parse(_:)``: truncated to the millisecond.
     /// Nil when that text would not parse: a UTC year outside 0000–9999.
     public static func toTheMillisecond(_ date: Date) -> Date? {
         let (seconds, millisecond) = secondsAndMillisecond(date)
@@ -118,9 +122,28 @@ public enum Timestamp {
         return Date(timeIntervalSince1970: Double(seconds) + fraction)
     }
 
-    /// `date` rounded to the millisecond, as whole seconds since 1970 (rounded down) and the millisecond.
+    /// The bound a time filter compares stored times with, so that it agrees with their reported text:
+    /// `date` rounded up to the millisecond. A stored time is reported truncated to the millisecond, and
+    /// that text is at or after `date` exactly when the stored time is at or after the bound (and before
+    /// `date` exactly when the stored time is before the bound); a `date` that is a reported time is its
+    /// own bound.
+    public static func filterBound(_ date: Date) -> Date {
+        let microseconds = microseconds(date)
+        let (milliseconds, rest) = CivilDate.floorDivide(microseconds, 1000)
+        let bound = rest == 0 ? milliseconds : milliseconds + 1
+        return Date(timeIntervalSince1970: Double(bound) / 1000)
+    }
+
+    /// `date` to the microsecond, PostgreSQL's precision: a time read from the database is a whole
+    /// number of microseconds, up to the error of the `Double` that holds it.
+    private static func microseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
+    }
+
+    /// `date` truncated to the millisecond (taken to the microsecond first, so that a stored
+    /// `…07.788000` held as `…07.787999999` is still `.788`), as whole seconds since 1970 (rounded down)
+    /// and the millisecond.
     private static func secondsAndMillisecond(_ date: Date) -> (Int64, Int64) {
-        let (seconds, millisecond) = CivilDate.floorDivide(Int64((date.timeIntervalSince1970 * 1000).rounded()), 1000)
-        return (seconds, millisecond)
+        CivilDate.floorDivide(CivilDate.floorDivide(microseconds(date), 1000).0, 1000)
     }
 }

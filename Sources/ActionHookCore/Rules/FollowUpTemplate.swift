@@ -19,6 +19,20 @@ public struct FollowUpTemplate: Sendable, Equatable {
     ]
     /// The APNs priorities (`apns-priority`).
     public static let priorities = [1, 5, 10]
+
+    /// The `apns-priority` a push carries when none is given: 10 (at once, APNs's own default), or 5
+    /// for a background push, which APNs refuses at 10.
+    public static func defaultPriority(pushType: String) -> Int {
+        pushType == "background" ? 5 : 10
+    }
+
+    /// Whether APNs takes `priority` for a push of `pushType`: a background push must not be 10.
+    public static func allows(priority: Int, pushType: String) -> Bool {
+        !(pushType == "background" && priority == 10)
+    }
+
+    /// Why a priority was refused for a background push.
+    public static let backgroundPriorityRefusal = "must be 1 or 5 for a background push (APNs refuses 10)"
     /// The longest delay: 30 days.
     public static let maxDelaySeconds = 2_592_000
     /// The longest webhook URL, in characters.
@@ -154,6 +168,8 @@ public struct FollowUpTemplate: Sendable, Equatable {
             let priority = reader.integer("priority", in: 1...10, &diagnostics)
             if let priority, !priorities.contains(priority) {
                 diagnostics.invalid(reader.pointer("priority"), "must be 1, 5 or 10")
+            } else if let priority, !allows(priority: priority, pushType: pushType) {
+                diagnostics.invalid(reader.pointer("priority"), backgroundPriorityRefusal)
             }
             let expiration = reader.integer("expiration", in: 0...Int(Int32.max), &diagnostics)
             let collapseId = reader.string("collapseId", &diagnostics)

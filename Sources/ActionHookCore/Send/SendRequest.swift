@@ -184,6 +184,9 @@ public struct SendRequest: Sendable, Equatable {
         if !pushTypes.contains(pushType) {
             diagnostics.invalid("/pushType", "must be one of \(pushTypes.sorted().joined(separator: ", "))")
         }
+        if let priority, !FollowUpTemplate.allows(priority: priority, pushType: pushType) {
+            diagnostics.invalid("/priority", FollowUpTemplate.backgroundPriorityRefusal)
+        }
         let collapseId = reader.string("collapseId", &diagnostics)
         if let collapseId, collapseId.isEmpty || collapseId.utf8.count > limits.maxLabelLength {
             diagnostics.invalid("/collapseId", "must be 1 to \(limits.maxLabelLength) bytes")

@@ -82,13 +82,15 @@ extension HTTPRequest {
         return value
     }
 
-    /// A query item that must be an RFC 3339 time.
+    /// A query item that must be an RFC 3339 time, as the bound to compare stored times with
+    /// (``Timestamp/filterBound(_:)``): a filter agrees with the times the API reports, so `since` set to
+    /// a reported `createdAt` includes the row it came from.
     func timeQuery(_ name: String) throws -> Date? {
         guard let text = queryValue(name), !text.isEmpty else { return nil }
         guard let date = Timestamp.parse(text) else {
             throw APIError.badRequest("The \(name) query parameter must be an RFC 3339 time.")
         }
-        return date
+        return Timestamp.filterBound(date)
     }
 
     /// A path parameter that must be a UUID; anything else cannot name an object, so it is a 404.

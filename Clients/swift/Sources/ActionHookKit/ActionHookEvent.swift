@@ -5,6 +5,10 @@ import Foundation
 /// Events carry the reply's `responseId` and statuses, never its text, `userInfo` or the ingest key. Each reply
 /// ends in exactly one of `.delivered`, `.refused` or `.dropped`, also when an app and its extension share the
 /// queue: only the process whose removal of the reply's file succeeds reports it.
+///
+/// New cases may come in a minor version (CHANGELOG.md). Switch over events with `@unknown default:` so that
+/// a new case is a compiler warning, not an error; or read ``responseId`` and ``endsReply``, which every
+/// case, present and future, answers.
 public enum ActionHookEvent: Sendable, Equatable {
     /// The server stored the reply (202) or had stored it before (200, a replay). It left the queue.
     case delivered(responseId: String, status: Int)
@@ -24,7 +28,32 @@ public enum ActionHookEvent: Sendable, Equatable {
     case damaged(file: String)
 }
 
+extension ActionHookEvent {
+    /// The reply the event is about; `nil` for an event about the queue as a whole (`.paused`, `.damaged`).
+    public var responseId: String? {
+        switch self {
+        case .delivered(let id, _), .refused(let id, _, _), .dropped(let id, _), .retrying(let id, _, _, _),
+            .notQueued(let id):
+            id
+        case .paused, .damaged:
+            nil
+        }
+    }
+
+    /// Whether the reply left the queue with this event, for good: `.delivered`, `.refused` or `.dropped`,
+    /// the one event of that kind each reply gets. A reply that was never queued (`.notQueued`) is not in
+    /// the queue to leave it.
+    public var endsReply: Bool {
+        switch self {
+        case .delivered, .refused, .dropped: true
+        case .retrying, .notQueued, .paused, .damaged: false
+        }
+    }
+}
+
 /// Why a reply was dropped from the queue unsent.
+///
+/// New reasons may come in a minor version, as new events do: switch with `@unknown default:`.
 public enum DropReason: Sendable, Equatable {
     /// The queue held `maxQueuedReplies`; the oldest reply made room.
     case queueFull
