@@ -26,10 +26,10 @@ public final class APNsSender: Sendable {
         /// An extra trusted CA (PEM file), for a local stand-in in tests.
         public var caFile: String?
 
-        /// Apple's endpoints, or one URL for both environments.
-        public init(overrideURL: String? = nil, caFile: String? = nil) {
+        /// Apple's endpoints, or one URL for both environments (`sandboxURL`, when given, for the sandbox).
+        public init(overrideURL: String? = nil, sandboxURL: String? = nil, caFile: String? = nil) {
             production = overrideURL ?? "https://api.push.apple.com"
-            sandbox = overrideURL ?? "https://api.sandbox.push.apple.com"
+            sandbox = sandboxURL ?? overrideURL ?? "https://api.sandbox.push.apple.com"
             self.caFile = caFile
         }
     }
@@ -72,7 +72,9 @@ public final class APNsSender: Sendable {
         let pushType = payload.value(atPath: "pushType")?.stringValue ?? "alert"
         let priority =
             payload.value(atPath: "priority")?.intValue ?? FollowUpTemplate.defaultPriority(pushType: pushType)
-        let base = credentials.environment == "sandbox" ? endpoints.sandbox : endpoints.production
+        // A registered device is pushed in its own environment; any other in the app's.
+        let environment = payload.value(atPath: "environment")?.stringValue ?? credentials.environment
+        let base = environment == "sandbox" ? endpoints.sandbox : endpoints.production
 
         var request = HTTPClientRequest(url: base + "/3/device/" + deviceToken)
         request.method = .POST
@@ -90,7 +92,7 @@ public final class APNsSender: Sendable {
 
         let client: HTTPClient
         do {
-            client = try self.client(appID: appID, environment: credentials.environment)
+            client = try self.client(appID: appID, environment: environment)
         } catch {
             return .permanent(httpStatus: nil, errorClass: "tls_configuration")
         }

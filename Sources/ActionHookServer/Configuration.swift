@@ -50,6 +50,8 @@ public struct Configuration: Sendable {
     public var allowPrivateWebhooks: Bool
     /// APNs base URL override (both environments).
     public var apnsURL: String?
+    /// APNs base URL override for the sandbox environment alone (`ACTIONHOOK_APNS_SANDBOX_URL`).
+    public var apnsSandboxURL: String?
     /// An extra CA (PEM file) trusted for APNs connections.
     public var apnsCAFile: String?
 
@@ -167,14 +169,16 @@ public struct Configuration: Sendable {
         let webhookTimeout = try reader.integer("ACTIONHOOK_WEBHOOK_TIMEOUT_SECONDS", default: 10, in: 1...120)
         let allowPrivate = try reader.choice(
             "ACTIONHOOK_ALLOW_PRIVATE_WEBHOOKS", default: false, choices: ["1": true, "0": false])
-        let apnsURL = try environment["ACTIONHOOK_APNS_URL"].flatMap { $0.isEmpty ? nil : $0 }.map {
-            url throws(ConfigurationError) in
+        func apnsBase(_ variable: String) throws(ConfigurationError) -> String? {
+            guard let url = environment[variable].flatMap({ $0.isEmpty ? nil : $0 }) else { return nil }
             guard let scheme = URLComponents(string: url)?.scheme?.lowercased(), ["https", "http"].contains(scheme)
             else {
-                throw ConfigurationError(variable: "ACTIONHOOK_APNS_URL", problem: "must be an https URL")
+                throw ConfigurationError(variable: variable, problem: "must be an https URL")
             }
             return url.hasSuffix("/") ? String(url.dropLast()) : url
         }
+        let apnsURL = try apnsBase("ACTIONHOOK_APNS_URL")
+        let apnsSandboxURL = try apnsBase("ACTIONHOOK_APNS_SANDBOX_URL")
         let apnsCAFile = try environment["ACTIONHOOK_APNS_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 }.map {
             path throws(ConfigurationError) in
             guard FileManager.default.isReadableFile(atPath: path) else {
@@ -190,6 +194,7 @@ public struct Configuration: Sendable {
             webhookTimeoutSeconds: webhookTimeout,
             allowPrivateWebhooks: allowPrivate, apnsURL: apnsURL, apnsCAFile: apnsCAFile,
             ingestDeadlineMilliseconds: ingestDeadline)
+        configuration.apnsSandboxURL = apnsSandboxURL
         configuration.clockSkewSeconds = clockSkew
         configuration.idempotencyTTLHours = idempotencyTTL
         configuration.retention = RetentionPolicy(partitionSeconds: partitionSeconds, retentionDays: retentionDays)

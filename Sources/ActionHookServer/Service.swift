@@ -57,7 +57,9 @@ public final class ActionHookService: Sendable {
         // One provider token per signing key for every instance: APNs refuses a new token for a key more
         // often than every 20 minutes.
         apns = APNsSender(
-            endpoints: .init(overrideURL: configuration.apnsURL, caFile: configuration.apnsCAFile),
+            endpoints: .init(
+                overrideURL: configuration.apnsURL, sandboxURL: configuration.apnsSandboxURL,
+                caFile: configuration.apnsCAFile),
             tokens: APNsTokenStore(pool: pool))
         let worker =
             configuration.workerEnabled

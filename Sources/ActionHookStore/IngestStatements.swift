@@ -360,7 +360,10 @@ struct IngestStatements {
                     device.value(atPath: "deviceToken")?.stringValue?.isEmpty == false
                 else { return nil }
                 return device.value(atPath: "deviceToken")?.stringValue.map {
-                    SendDevice(deviceToken: $0, recipient: device.value(atPath: "recipient")?.stringValue)
+                    SendDevice(
+                        deviceToken: $0, recipient: device.value(atPath: "recipient")?.stringValue,
+                        environment: device.value(atPath: "environment")?.stringValue,
+                        user: device.value(atPath: "user")?.stringValue)
                 }
             }
         }

@@ -1,4 +1,5 @@
 import ActionHookCore
+import Basics
 import Foundation
 import Postgres
 
@@ -125,6 +126,16 @@ public struct NotificationStore: Sendable {
                 LIMIT \(limits.maxDevices)
                 """)
             : nil
+        // The users' active registered devices, newest first, each pushed in its own environment.
+        let userDevices =
+            request.users.isEmpty
+            ? nil
+            : reads.add(
+                """
+                SELECT user_id, token, environment FROM devices
+                WHERE app_id = \(appID) AND user_id = ANY(\(request.users.map(\.id))::text[]) AND status = 'active'
+                ORDER BY user_id, registered_at DESC, token
+                """)
         let read = PipelinedReads.Results(rows: try send(reads.queries))
         guard try read[appLock][0].decode("shared", as: Bool.self) else { throw StoreError.appBeingDeleted }
         guard try read[appLock][0].decode("present", as: Bool.self) else { throw StoreError.notFound }
@@ -147,11 +158,42 @@ public struct NotificationStore: Sendable {
                 SendDevice(deviceToken: try $0.decode("device_token"), recipient: try $0.decode("recipient"))
             }
         }
-        // A subject's devices are known only now: none, or the limits that depend on them, are checked here.
-        if request.to == nil { try request.check(devices: devices, limits: limits) }
+        if let userDevices {
+            devices = try Self.adding(userDevices: read[userDevices], of: request.users, to: devices)
+        }
+        // A subject's or the users' devices are known only now: none, or the limits that depend on them, are
+        // checked here.
+        if request.to == nil || userDevices != nil { try request.check(devices: devices, limits: limits) }
         let plan = SendPlan(request, devices: devices, id: UUID.timeOrdered(at: now), now: now, limits: limits)
         let result = SendResult.created(plan.answer, devices: plan.devices.count)
         return (result, (plan.notificationID, result), Self.writes(appID, idempotencyKey, request, plan))
+    }
+
+    /// `devices` and then each user's devices (in the order `to` named the users), each token once; a user
+    /// without an active device is a 422 at its place in `to`.
+    static func adding(userDevices rows: PostgresRows, of users: [SendUser], to devices: [SendDevice]) throws
+        -> [SendDevice]
+    {
+        var byUser: [String: [SendDevice]] = [:]
+        for row in rows {
+            let user: String = try row.decode("user_id")
+            byUser[user, default: []].append(
+                SendDevice(
+                    deviceToken: try row.decode("token"), recipient: user, environment: try row.decode("environment"),
+                    user: user))
+        }
+        let missing = users.filter { byUser[$0.id] == nil }
+        guard missing.isEmpty else {
+            throw ValidationFailure.invalid(
+                missing.map { FieldError(pointer: $0.pointer, detail: "names a user with no active registered device") }
+            )
+        }
+        var all = devices
+        var seen = Set(devices.map(\.deviceToken))
+        for user in users {
+            for device in byUser[user.id] ?? [] where seen.insert(device.deviceToken).inserted { all.append(device) }
+        }
+        return all
     }
 
     /// The statements that write a planned send: the notification, its outbox rows, the subject's devices
@@ -210,7 +252,8 @@ public struct NotificationStore: Sendable {
             """,
         ]
         // The backend named these devices for the subject: later sends to the subject reach them.
-        if let subject = request.subject, let named = request.to, !named.isEmpty {
+        let named = Array(plan.devices.prefix(plan.sentDeviceCount))
+        if let subject = request.subject, request.to != nil, !named.isEmpty {
             var tokens = PostgresBinaryArray(.text, capacity: named.count * 72)
             var recipients = PostgresBinaryArray(.text, capacity: named.count * 16)
             for device in named {

@@ -143,7 +143,7 @@ public struct ResponseStore: Sendable {
     /// subject index, or, for a device, all of them: erasure is rare, and an index on device tokens would
     /// cost every ingest. Nothing stored in `scope`: (0, 0, 0), and nothing is changed.
     public func erase(appID: String, _ scope: ErasureScope) throws -> (
-        responses: Int, notifications: Int, followUpsCancelled: Int
+        responses: Int, notifications: Int, followUpsCancelled: Int, devices: Int
     ) {
         var subject: String?
         var device: String?
@@ -174,13 +174,17 @@ public struct ResponseStore: Sendable {
                 FOR UPDATE
                 """
             ).map { try $0.decode("id", as: UUID.self) }
-            // Later sends to the subject no longer reach the erased subject's devices, nor the erased device.
-            _ = try connection.execute(
+            // Later sends to the subject no longer reach the erased subject's devices, nor the erased device;
+            // what APNs said of the token, and its registration, go too: the token itself is the device's data.
+            let named = try connection.execute(
                 """
                 DELETE FROM subject_devices
                 WHERE app_id = \(appID) AND (subject = \(subject) OR device_token = \(device))
                 """)
-            guard !erased.isEmpty || !sent.isEmpty else { return (0, 0, 0) }
+            let registered =
+                device == nil
+                ? 0 : try connection.execute("DELETE FROM devices WHERE app_id = \(appID) AND token = \(device)")
+            guard !erased.isEmpty || !sent.isEmpty else { return (0, 0, 0, named + registered) }
             var cancelledSent = 0
             if !sent.isEmpty {
                 // A subject's notifications lose every device's label and what they would still send; a
@@ -209,10 +213,6 @@ public struct ResponseStore: Sendable {
                         AND (\(subject)::text IS NOT NULL OR device_token = \(device))
                     """)
             }
-            if let device {
-                // What APNs said of the token goes too: the token itself is the device's data.
-                _ = try connection.execute("DELETE FROM devices WHERE app_id = \(appID) AND token = \(device)")
-            }
             let cancelled = try Self.cancel(connection, appID: appID, responses: erased)
             _ = try connection.execute(
                 """
@@ -220,7 +220,7 @@ public struct ResponseStore: Sendable {
                     device_token = CASE WHEN \(device)::text IS NULL THEN device_token END
                 WHERE app_id = \(appID) AND response_id = ANY(\(erased)::uuid[])
                 """)
-            return (erased.count, sent.count, cancelled + cancelledSent)
+            return (erased.count, sent.count, cancelled + cancelledSent, named + registered)
         }
     }
 

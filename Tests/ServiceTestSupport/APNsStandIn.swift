@@ -67,8 +67,9 @@ package final class APNsStandIn {
     /// `https://127.0.0.1:<port>` (`ACTIONHOOK_APNS_URL`).
     package var baseURL: String { "https://127.0.0.1:\(port)" }
 
-    /// Makes the keys and certificates and starts the stand-in.
-    package init() throws {
+    /// Makes the keys and certificates and starts the stand-in; with `other`, a second stand-in (another
+    /// APNs environment) that uses its keys and certificates, so one CA and one provider key serve both.
+    package init(sharingKeysOf other: APNsStandIn? = nil) throws {
         let root = Repository.root
         let python = root.appendingPathComponent(".build-tools/venv/bin/python3").path
         let script = root.appendingPathComponent("Tests/Fixtures/apns_standin.py").path
@@ -80,31 +81,10 @@ package final class APNsStandIn {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "actionhook-apns-" + UUID().uuidString.lowercased())
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let dir = directory.path
+        let dir = other?.directory.path ?? directory.path
 
         // A CA, a server certificate for 127.0.0.1 signed by it, and the provider's .p8 key.
-        try Self.write(
-            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
-                + "subjectAltName=IP:127.0.0.1\n", to: dir + "/server.ext")
-        try Self.openssl(
-            [
-                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
-                dir + "/ca.key", "-out", dir + "/ca.pem", "-days", "2", "-subj", "/CN=ActionHook test CA",
-                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-            ])
-        try Self.openssl(
-            [
-                "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
-                dir + "/server.key", "-out", dir + "/server.csr", "-subj", "/CN=127.0.0.1",
-            ])
-        try Self.openssl(
-            [
-                "x509", "-req", "-in", dir + "/server.csr", "-CA", dir + "/ca.pem", "-CAkey", dir + "/ca.key",
-                "-CAcreateserial", "-out", dir + "/server.pem", "-days", "2", "-extfile", dir + "/server.ext",
-            ])
-        try Self.openssl(
-            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/authkey.p8"])
-        try Self.openssl(["pkey", "-in", dir + "/authkey.p8", "-pubout", "-out", dir + "/authkey.pub"])
+        if other == nil { try Self.makeKeys(in: dir) }
         caFile = dir + "/ca.pem"
         privateKeyPEM = try String(contentsOfFile: dir + "/authkey.p8", encoding: .utf8)
         logFile = directory.appendingPathComponent("requests.jsonl")
@@ -138,6 +118,32 @@ package final class APNsStandIn {
                     + " — scripts/install-deps.sh installs h2 and cryptography into .build-tools/venv")
         }
         self.port = port
+    }
+
+    /// A CA, a server certificate for 127.0.0.1 signed by it, and the provider's .p8 key, in `dir`.
+    private static func makeKeys(in dir: String) throws {
+        try Self.write(
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
+                + "subjectAltName=IP:127.0.0.1\n", to: dir + "/server.ext")
+        try Self.openssl(
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+                dir + "/ca.key", "-out", dir + "/ca.pem", "-days", "2", "-subj", "/CN=ActionHook test CA",
+                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            ])
+        try Self.openssl(
+            [
+                "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+                dir + "/server.key", "-out", dir + "/server.csr", "-subj", "/CN=127.0.0.1",
+            ])
+        try Self.openssl(
+            [
+                "x509", "-req", "-in", dir + "/server.csr", "-CA", dir + "/ca.pem", "-CAkey", dir + "/ca.key",
+                "-CAcreateserial", "-out", dir + "/server.pem", "-days", "2", "-extfile", dir + "/server.ext",
+            ])
+        try Self.openssl(
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/authkey.p8"])
+        try Self.openssl(["pkey", "-in", dir + "/authkey.p8", "-pubout", "-out", dir + "/authkey.pub"])
     }
 
     deinit {

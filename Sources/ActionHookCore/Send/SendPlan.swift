@@ -89,6 +89,8 @@ public struct SendPlan: Sendable {
             if let priority = request.priority { object["priority"] = .integer(priority) }
             object["expiration"] = .integer(expiration)
             object["collapseId"] = .string(collapseId)
+            // A registered device is pushed in its own APNs environment.
+            if let environment = device.environment { object["environment"] = .string(environment) }
             object["payload"] = request.apnsPayload(aps: aps, key: key)
             return .object(object)
         }
@@ -197,16 +199,19 @@ public struct SendPlan: Sendable {
     }
 
     /// The device list as stored and answered: `[{"deviceToken", "recipient", "followUpId", "escalation"}]`,
-    /// by position.
+    /// by position, with `user` and `environment` for a registered device reached through its user.
     public var devicesJSON: JSONValue {
         .array(
-            devices.indices.map {
-                .object([
-                    "deviceToken": .string(devices[$0].deviceToken),
-                    "recipient": devices[$0].recipient.map(JSONValue.string) ?? .null,
-                    "followUpId": .string(deviceFollowUps[$0].lowercasedString),
-                    "escalation": .bool($0 >= sentDeviceCount),
-                ])
+            devices.indices.map { position -> JSONValue in
+                var device: JSONObject = [
+                    "deviceToken": .string(devices[position].deviceToken),
+                    "recipient": devices[position].recipient.map(JSONValue.string) ?? .null,
+                    "followUpId": .string(deviceFollowUps[position].lowercasedString),
+                    "escalation": .bool(position >= sentDeviceCount),
+                ]
+                if let user = devices[position].user { device["user"] = .string(user) }
+                if let environment = devices[position].environment { device["environment"] = .string(environment) }
+                return .object(device)
             })
     }
 
@@ -289,16 +294,18 @@ public struct BoundNotification: Sendable, Equatable {
             let aps = Template.render(.object(replacement), context: context)
             for (position, device) in devices.enumerated()
             where position != self.device && device.deviceToken != response.deviceToken {
+                var push: JSONObject = [
+                    "deviceToken": .string(device.deviceToken), "pushType": .string("alert"),
+                    "collapseId": .string(collapseId),
+                    "expiration": .integer(Int((expiresAt ?? view.receivedAt).timeIntervalSince1970.rounded(.up))),
+                    "payload": .object(["aps": aps]),
+                ]
+                // In the device's own environment, as the notification itself went.
+                if let environment = device.environment { push["environment"] = .string(environment) }
                 planned.append(
                     PlannedFollowUp(
-                        ordinal: -100 - position, channel: .apns, delaySeconds: 0,
-                        payload: .object([
-                            "deviceToken": .string(device.deviceToken), "pushType": .string("alert"),
-                            "collapseId": .string(collapseId),
-                            "expiration": .integer(
-                                Int((expiresAt ?? view.receivedAt).timeIntervalSince1970.rounded(.up))),
-                            "payload": .object(["aps": aps]),
-                        ]), kind: .replace))
+                        ordinal: -100 - position, channel: .apns, delaySeconds: 0, payload: .object(push),
+                        kind: .replace))
             }
         }
         if events.contains("answered") {

@@ -8,11 +8,17 @@ public struct SendDevice: Sendable, Equatable, Hashable {
     public var deviceToken: String
     /// A label for the person or account behind the device, chosen by the app's backend.
     public var recipient: String?
+    /// The APNs environment of the device (`sandbox` or `production`) when it is registered; nil: the app's.
+    public var environment: String?
+    /// The registered user the device was reached through (a send `to` a user); its recipient is the user.
+    public var user: String?
 
     /// Creates a device.
-    public init(deviceToken: String, recipient: String? = nil) {
+    public init(deviceToken: String, recipient: String? = nil, environment: String? = nil, user: String? = nil) {
         self.deviceToken = deviceToken
         self.recipient = recipient
+        self.environment = environment
+        self.user = user
     }
 
     /// `{"deviceToken", "recipient"}`.
@@ -85,6 +91,9 @@ public struct SendLimits: Sendable {
 public struct SendRequest: Sendable, Equatable {
     /// The devices given (`to`); `nil` sends to the subject's known devices.
     public var to: [SendDevice]?
+    /// The users given in `to` (`{"user": "alice"}`), each with its pointer: resolved by the store, in the
+    /// send's transaction, to their active registered devices.
+    public var users: [SendUser] = []
     /// The category (`aps.category`); must be one of the app's categories.
     public var category: String?
     /// The `aps` content without the category: alert, sound, badge, thread-id, interruption-level, …
@@ -142,8 +151,9 @@ public struct SendRequest: Sendable, Equatable {
             preconditionFailure("a non-object body is always a shape error")
         }
         var to: [SendDevice]?
+        var users: [SendUser] = []
         if let elements = reader.array("to", &diagnostics) {
-            to = devices(elements, at: "/to", limits: limits, &diagnostics)
+            to = devices(elements, at: "/to", limits: limits, users: &users, &diagnostics)
             if elements.isEmpty { diagnostics.invalid("/to", "must name at least one device") }
             if elements.count > limits.maxDevices {
                 diagnostics.invalid("/to", "must name at most \(limits.maxDevices) devices")
@@ -256,7 +266,8 @@ public struct SendRequest: Sendable, Equatable {
         try diagnostics.check()
 
         let request = SendRequest(
-            to: to, category: category, aps: aps, userInfo: userInfo, subject: subject, expiresAt: expiresAt,
+            to: to, users: users, category: category, aps: aps, userInfo: userInfo, subject: subject,
+            expiresAt: expiresAt,
             ttlSeconds: ttlSeconds, priority: priority, pushType: pushType, collapseId: collapseId, answers: answers,
             replaceOnAnswer: replaceOnAnswer, onNoReply: steps, events: events,
             requestHash: SHA256.hash(data: Array(body.jsonBytes)).withUnsafeBytes { Array($0) })
@@ -268,10 +279,16 @@ public struct SendRequest: Sendable, Equatable {
     /// for a send to a subject's devices, once the store has read them): there is one, no escalation repeats one of
     /// them, the outbox rows stay within ``SendLimits/maxRowsPerSend``, and the push with each device's
     /// key (its recipient label included) fits ``SendLimits/maxPayloadBytes``.
+    /// A send to users is checked the same way once their devices are read, with at most
+    /// ``SendLimits/maxDevices`` in all.
     public func check(devices: [SendDevice], limits: SendLimits = SendLimits()) throws(ValidationFailure) {
         var diagnostics = Diagnostics()
-        if devices.isEmpty {
+        if devices.isEmpty && to == nil {
             diagnostics.invalid("/subject", "has no known devices: no send has named devices for it in `to` yet")
+        }
+        if devices.count > limits.maxDevices {
+            diagnostics.invalid(
+                "/to", "reaches \(devices.count) devices with its users' devices; at most \(limits.maxDevices)")
         }
         Self.checkDevices(devices, steps: onNoReply, limits: limits, &diagnostics)
         try diagnostics.check()
@@ -410,14 +427,46 @@ public struct SendRequest: Sendable, Equatable {
     }
 
     static func devices(
-        _ elements: [JSONValue], at pointer: String, limits: SendLimits, _ diagnostics: inout Diagnostics
+        _ elements: [JSONValue], at pointer: String, limits: SendLimits, users: inout [SendUser],
+        _ diagnostics: inout Diagnostics
+    ) -> [SendDevice] {
+        devices(elements, at: pointer, limits: limits, acceptingUsers: true, collecting: &users, &diagnostics)
+    }
+
+    /// The devices of `elements`; `{"user": …}` elements go to `collected` when `acceptingUsers`, and are
+    /// refused otherwise.
+    static func devices(
+        _ elements: [JSONValue], at pointer: String, limits: SendLimits, acceptingUsers: Bool,
+        collecting collected: inout [SendUser], _ diagnostics: inout Diagnostics
     ) -> [SendDevice] {
         var devices: [SendDevice] = []
         var seen = Set<String>()
+        var seenUsers = Set<String>()
         for (index, element) in elements.enumerated() {
             let elementPointer = JSONPointer.appending(index, to: pointer)
             var token: String?
             var recipient: String?
+            if case .object(let object) = element, object["user"] != nil {
+                var reader = ObjectReader(object, at: elementPointer)
+                let user = reader.string("user", &diagnostics)
+                reader.reportUnknown(&diagnostics)
+                guard acceptingUsers else {
+                    diagnostics.invalid(elementPointer, "must name a device: users are named in the send's own `to`")
+                    continue
+                }
+                guard let user else { continue }
+                guard SendUser.isValid(user) else {
+                    diagnostics.invalid(
+                        JSONPointer.appending("user", to: elementPointer), "must be 1 to 64 characters")
+                    continue
+                }
+                guard seenUsers.insert(user).inserted else {
+                    diagnostics.invalid(elementPointer, "names a user already listed")
+                    continue
+                }
+                collected.append(SendUser(id: user, pointer: elementPointer))
+                continue
+            }
             switch element {
             case .string(let text): token = text
             case .object(let object):
@@ -429,7 +478,7 @@ public struct SendRequest: Sendable, Equatable {
                 }
                 reader.reportUnknown(&diagnostics)
             default:
-                diagnostics.wrongType(elementPointer, expected: "a device token or {deviceToken, recipient}")
+                diagnostics.wrongType(elementPointer, expected: "a device token, {deviceToken, recipient} or {user}")
             }
             if let recipient {
                 diagnostics.checkLength(
@@ -488,9 +537,10 @@ public struct SendRequest: Sendable, Equatable {
                 }
                 actions.append(.webhook(url: url, body: actionReader.raw("body").flatMap { $0.isNull ? nil : $0 }))
             case "escalate"?:
+                var ignored: [SendUser] = []
                 let devices = devices(
                     actionReader.array("to", &diagnostics) ?? [], at: actionReader.pointer("to"), limits: limits,
-                    &diagnostics)
+                    acceptingUsers: false, collecting: &ignored, &diagnostics)
                 if devices.isEmpty {
                     diagnostics.invalid(actionReader.pointer("to"), "must name at least one device")
                 }
@@ -555,4 +605,22 @@ public struct NotificationKey: Sendable, Equatable {
         else { return nil }
         return (id, device)
     }
+}
+
+/// A user a send names in `to`: the backend's own user id (1 to 64 characters), resolved by the store to the
+/// user's active registered devices.
+public struct SendUser: Sendable, Equatable, Hashable {
+    /// The user id.
+    public var id: String
+    /// Where the send named it, for a 422 when the user has no active device.
+    public var pointer: String
+
+    /// Creates a named user.
+    public init(id: String, pointer: String) {
+        self.id = id
+        self.pointer = pointer
+    }
+
+    /// Whether `id` is a user id: 1 to 64 characters.
+    public static func isValid(_ id: String) -> Bool { (1...64).contains(id.count) }
 }

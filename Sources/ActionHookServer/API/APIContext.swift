@@ -18,6 +18,7 @@ struct APIContext: Sendable {
     let longResponses: ResponseStore
     let followUps: FollowUpStore
     let notifications: NotificationStore
+    let devices: DeviceStore
     let sendLimits = SendLimits()
     let adminTokens: AdminTokenStore
     let stats: StatsStore
@@ -53,6 +54,7 @@ struct APIContext: Sendable {
         longResponses = ResponseStore(pool: longPool)
         followUps = FollowUpStore(pool: pool)
         notifications = NotificationStore(pool: pool)
+        devices = DeviceStore(pool: pool)
         adminTokens = AdminTokenStore(pool: pool)
         stats = StatsStore(pool: pool)
         self.cache = cache

@@ -54,6 +54,35 @@ extension APIContext {
                 try erase(appID: appID, .device(request.parameter("deviceToken")), request: request)
             })
         router.add(
+            .delete, "/v1/apps/{app}/users/{user}",
+            appAdmin { request, appID in
+                let user = request.parameter("user")
+                let tokens = try devices.tokens(appID: appID, user: user)
+                guard !tokens.isEmpty else { throw APIError.notFound("user") }
+                // Each device as its own erasure does: replies, labels, what would still be sent, the token.
+                var totals = (responses: 0, notifications: 0, cancelled: 0, devices: 0)
+                for token in tokens {
+                    let erased = try longResponses.erase(appID: appID, .device(token))
+                    totals.responses += erased.responses
+                    totals.notifications += erased.notifications
+                    totals.cancelled += erased.followUpsCancelled
+                    totals.devices += erased.devices
+                }
+                logger.notice(
+                    "erased a user",
+                    metadata: [
+                        "app": "\(appID)", "devices": "\(tokens.count)", "responses": "\(totals.responses)",
+                        "follow_ups_cancelled": "\(totals.cancelled)", "request_id": "\(request.requestID)",
+                    ])
+                return .json(
+                    200,
+                    .object([
+                        "devices": .integer(tokens.count), "responses": .integer(totals.responses),
+                        "notifications": .integer(totals.notifications),
+                        "followUpsCancelled": .integer(totals.cancelled),
+                    ]))
+            })
+        router.add(
             .get, "/v1/apps/{app}/followups",
             appAdmin { request, appID in
                 let status = try request.choiceQuery(
@@ -109,14 +138,14 @@ extension APIContext {
     /// Erases the user text and `userInfo` of one subject's or device's replies and cancels what they
     /// would still send. Audited in the log by count, never by content or by the subject or token.
     func erase(appID: String, _ scope: ResponseStore.ErasureScope, request: HTTPRequest) throws -> HTTPResponse {
-        let (erased, notifications, cancelled) = try longResponses.erase(appID: appID, scope)
+        let (erased, notifications, cancelled, devices) = try longResponses.erase(appID: appID, scope)
         let kind: String
         switch scope {
         case .subject: kind = "subject"
         case .device: kind = "device"
         }
         // As for any object of another app: nothing stored here about it is a 404.
-        guard erased + notifications > 0 else { throw APIError.notFound("stored reply for this \(kind)") }
+        guard erased + notifications + devices > 0 else { throw APIError.notFound("stored reply for this \(kind)") }
         logger.notice(
             "erased stored replies",
             metadata: [

@@ -50,6 +50,36 @@ extension APIContext {
                 return .list(page.items, nextCursor: page.nextCursor)
             })
         router.add(
+            .put, "/v1/apps/{app}/devices/{deviceToken}",
+            sender { request, appID in
+                guard let token = DeviceRegistration.token(request.parameter("deviceToken")) else {
+                    throw ValidationFailure.invalid([
+                        FieldError(
+                            pointer: "/deviceToken",
+                            detail: "must be hexadecimal with an even length of 16 to 200 characters")
+                    ])
+                }
+                let registration = try DeviceRegistration.decode(try request.jsonBody())
+                return .json(200, try devices.register(appID: appID, token: token, registration))
+            })
+        router.add(
+            .get, "/v1/apps/{app}/devices",
+            sender { request, appID in
+                let paging = try request.pageRequest()
+                let page = try devices.list(
+                    appID: appID, user: request.queryValue("user").flatMap { $0.isEmpty ? nil : $0 },
+                    PageRequest(limit: paging.limit, cursor: paging.cursor))
+                return .list(page.items, nextCursor: page.nextCursor)
+            })
+        router.add(
+            .get, "/v1/apps/{app}/users/{user}",
+            sender { request, appID in
+                guard let user = try devices.user(appID: appID, request.parameter("user")) else {
+                    throw APIError.notFound("user")
+                }
+                return .json(200, user)
+            })
+        router.add(
             .get, "/v1/apps/{app}/notifications/{notificationId}",
             sender { request, appID in
                 let id = try request.uuidParameter("notificationId", what: "notification")
