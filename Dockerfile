@@ -46,7 +46,7 @@ RUN apt-get update \
 
 WORKDIR /app
 COPY --from=build /out/ /app/
-# The versions the image was built with (Package.resolved is not committed: see the README's "With Docker").
+# The versions the image was built with (Package.resolved is not committed: see docs/operations.md, "With Docker").
 COPY --from=build /build/Package.resolved /app/
 
 # Fail the build, not the first start, when the binary needs a library this image lacks (or ldd fails).

@@ -186,8 +186,8 @@ let package = Package(
         .testTarget(
             name: "ActionHookStoreTests",
             dependencies: [
-                "ActionHookStore", "ActionHookCore", "Postgres", "TestSupport", "ServiceTestSupport",
-                .product(name: "Logging", package: "swift-log"),
+                "ActionHookStore", "ActionHookCore", "ActionHookSchema", "Postgres", "TestSupport",
+                "ServiceTestSupport", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ActionHook's performance benchmark (the figures P1-P5 and P2b of README.md, "Benchmarks"), in one invocation:
+# ActionHook's performance benchmark (the figures P1-P5 and P2b of docs/benchmarks.md), in one invocation:
 # `make bench`.
 #
 # Installs what is missing (wrk, gcc, libmicrohttpd-dev, libpq-dev, libjson-c-dev, PostgreSQL with pgbench,

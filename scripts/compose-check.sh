@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make compose-check`: runs the README's "With Docker" for real, with the unchanged docker-compose.yml and
+# `make compose-check`: runs "With Docker" (README.md and docs/operations.md) for real, with the unchanged docker-compose.yml and
 # Dockerfile, and checks what a newcomer would: the stack builds and starts, answers /healthz and /readyz,
 # takes an app, a rule and one reply, and delivers the rule's webhook, signed, to the demo inbox.
 #

@@ -91,7 +91,7 @@ public struct Configuration: Sendable {
         self.shutdownGraceSeconds = shutdownGraceSeconds
     }
 
-    /// Reads the configuration from environment variables; see the README's table.
+    /// Reads the configuration from environment variables; see the table in docs/configuration.md.
     ///
     /// A bad value throws an error that names the variable and never repeats its value.
     public static func fromEnvironment(_ environment: [String: String]) throws(ConfigurationError) -> Configuration {

@@ -38,8 +38,9 @@ public final class ActionHookService: Sendable {
             configuration: configuration.database, size: configuration.poolSize,
             acquireTimeoutMilliseconds: configuration.database.responseDeadlineMilliseconds ?? 2000, logger: logger)
         self.pool = pool
-        // Statements that may rightly run long (an erasure or export over a large app, the key sweep)
-        // get up to the statement timeout and a second, instead of the request paths' short deadline.
+        // Statements that may rightly run long (an erasure or export over a large app, the removal of a
+        // deleted app's rows, partition maintenance) get up to the statement timeout and a second, instead
+        // of the request paths' short deadline.
         var longRunning = configuration.database
         longRunning.responseDeadlineMilliseconds =
             configuration.database.responseDeadlineMilliseconds.map {

@@ -60,7 +60,7 @@ public struct NoReplyStep: Sendable, Equatable {
     }
 }
 
-/// The limits of a send request, documented in the README.
+/// The limits of a send request, documented in docs/sending.md ("Limits").
 public struct SendLimits: Sendable {
     /// Devices per request (`to`, or the subject's devices).
     public var maxDevices = 1000
