@@ -82,6 +82,7 @@ let package = Package(
         .target(
             name: "ActionHookStore",
             dependencies: [
+                "Basics",
                 "Locks",
                 "Postgres",
                 "ActionHookCore",
