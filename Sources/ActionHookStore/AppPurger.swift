@@ -114,50 +114,25 @@ enum PurgedTable: String, CaseIterable {
     case devices
     case subjectDevices = "subject_devices"
 
-    /// Deletes up to `limit` of the app's rows, found by the app's index and deleted by their key.
-    func deleteBatch(appID: String, limit: Int) -> PostgresQuery {
+    /// The columns that, with `app_id`, name one row of the table (its key, the partition key included).
+    var key: String {
         switch self {
-        case .followupsQueue:
-            return """
-                DELETE FROM followups_queue WHERE app_id = \(appID) AND id IN (
-                    SELECT id FROM followups_queue WHERE app_id = \(appID) LIMIT \(limit))
-                """
-        case .followupsDone:
-            return """
-                DELETE FROM followups_done WHERE app_id = \(appID) AND (id, finished_at) IN (
-                    SELECT id, finished_at FROM followups_done WHERE app_id = \(appID) LIMIT \(limit))
-                """
-        case .deliveryAttempts:
-            return """
-                DELETE FROM delivery_attempts WHERE app_id = \(appID) AND (followup_id, attempt, finished_at) IN (
-                    SELECT followup_id, attempt, finished_at FROM delivery_attempts WHERE app_id = \(appID)
-                    LIMIT \(limit))
-                """
-        case .responses:
-            return """
-                DELETE FROM responses WHERE app_id = \(appID) AND id IN (
-                    SELECT id FROM responses WHERE app_id = \(appID) LIMIT \(limit))
-                """
-        case .idempotencyKeys:
-            return """
-                DELETE FROM idempotency_keys WHERE app_id = \(appID) AND (key, stored_at) IN (
-                    SELECT key, stored_at FROM idempotency_keys WHERE app_id = \(appID) LIMIT \(limit))
-                """
-        case .notifications:
-            return """
-                DELETE FROM notifications WHERE app_id = \(appID) AND id IN (
-                    SELECT id FROM notifications WHERE app_id = \(appID) LIMIT \(limit))
-                """
-        case .devices:
-            return """
-                DELETE FROM devices WHERE app_id = \(appID) AND token IN (
-                    SELECT token FROM devices WHERE app_id = \(appID) LIMIT \(limit))
-                """
-        case .subjectDevices:
-            return """
-                DELETE FROM subject_devices WHERE app_id = \(appID) AND (subject, device_token) IN (
-                    SELECT subject, device_token FROM subject_devices WHERE app_id = \(appID) LIMIT \(limit))
-                """
+        case .followupsQueue, .responses, .notifications: "id"
+        case .followupsDone: "id, finished_at"
+        case .deliveryAttempts: "followup_id, attempt, finished_at"
+        case .idempotencyKeys: "key, stored_at"
+        case .devices: "token"
+        case .subjectDevices: "subject, device_token"
         }
+    }
+
+    /// Deletes up to `limit` of the app's rows, found by the app's index and deleted by their key. The table
+    /// and column names are this type's own, never input.
+    func deleteBatch(appID: String, limit: Int) -> PostgresQuery {
+        PostgresQuery(
+            unsafeSQL: """
+                DELETE FROM \(rawValue) WHERE app_id = $1 AND (\(key)) IN (
+                    SELECT \(key) FROM \(rawValue) WHERE app_id = $1 LIMIT $2)
+                """, binds: [appID, limit])
     }
 }
