@@ -4,7 +4,7 @@
 // no-reply steps and the other follow-ups). Subjects and recipient labels come from the app's
 // backend and reply fields from phones: all of it is inserted as text only.
 
-import { query, seg } from "./api.js";
+import { allPages, query, seg } from "./api.js";
 import { h, replace, time } from "./dom.js";
 
 const STATUSES = ["pending", "answered", "unanswered", "expired"];
@@ -267,14 +267,7 @@ export function render(context) {
     latest += 1;
     const mine = latest;
     try {
-      const items = [];
-      let cursor = null;
-      for (let index = 0; index < pages; index += 1) {
-        const page = await context.call("GET", `/v1/apps/${seg(app)}/notifications${query({ ...filters(), cursor })}`);
-        items.push(...page.items);
-        cursor = page.nextCursor;
-        if (!cursor) break;
-      }
+      const { items, cursor } = await allPages((cursor) => context.call("GET", `/v1/apps/${seg(app)}/notifications${query({ ...filters(), cursor })}`), pages);
       if (!context.alive() || mine !== latest) return;
       if (selected) openDetail(selected);
       more.hidden = !cursor;
