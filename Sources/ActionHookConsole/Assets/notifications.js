@@ -228,7 +228,7 @@ export function render(context) {
   async function openDetail(id) {
     if (selected !== id) lastDetail = "";
     selected = id;
-    for (const row of list.querySelectorAll("tr")) row.classList.toggle("selected", row.dataset.id === id);
+    for (const line of list.querySelectorAll("tr")) line.classList.toggle("selected", line.dataset.id === id);
     try {
       const receipt = await context.call("GET", `/v1/apps/${seg(app)}/notifications/${seg(id)}`);
       if (!context.alive() || selected !== id) return;
@@ -267,7 +267,7 @@ export function render(context) {
     latest += 1;
     const mine = latest;
     try {
-      const { items, cursor } = await allPages((cursor) => context.call("GET", `/v1/apps/${seg(app)}/notifications${query({ ...filters(), cursor })}`), pages);
+      const { items, cursor } = await allPages((after) => context.call("GET", `/v1/apps/${seg(app)}/notifications${query({ ...filters(), cursor: after })}`), pages);
       if (!context.alive() || mine !== latest) return;
       if (selected) openDetail(selected);
       more.hidden = !cursor;
