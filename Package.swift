@@ -196,6 +196,7 @@ let package = Package(
             dependencies: [
                 "ActionHookDelivery", "ActionHookServer", "ActionHookStore", "ActionHookCore", "Postgres",
                 "TestSupport", "ServiceTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
