@@ -46,8 +46,9 @@ format: ## Format the Swift sources and the console's JavaScript in place
 	@test -x .build-tools/venv/bin/js-beautify || bash scripts/install-deps.sh --ci >/dev/null
 	.build-tools/venv/bin/js-beautify $$(cat scripts/js-beautify.options) -r Sources/ActionHookConsole/Assets/*.js
 
-lint: ## Formatting (swift format, js-beautify) and shellcheck; fails on any finding, as CI does
+lint: ## Formatting (swift format, js-beautify), the JavaScript linter (oxlint) and shellcheck; fails on any finding, as CI does
 	bash scripts/check-format.sh
+	bash scripts/check-javascript.sh
 	bash scripts/check-shell.sh
 
 stop-db: ## Stop the local PostgreSQL, keeping its data

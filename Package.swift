@@ -33,7 +33,8 @@ let package = Package(
         ),
 
         // The leaf every other target may use: a pthread mutex around a value (locks taken on every
-        // request), a monitor (mutex and condition) and the lifecycle every background loop shares.
+        // request), a monitor (mutex and condition), and the lifecycle and threads every background loop
+        // shares (started in order, stopped in the reverse order).
         .target(name: "Locks"),
 
         // The other leaf: what the C wrappers and the domain both need (calendar arithmetic, JSON string
@@ -196,6 +197,7 @@ let package = Package(
             dependencies: [
                 "ActionHookDelivery", "ActionHookServer", "ActionHookStore", "ActionHookCore", "Postgres",
                 "TestSupport", "ServiceTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

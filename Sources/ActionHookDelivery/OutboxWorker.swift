@@ -55,7 +55,8 @@ public final class OutboxWorker: Sendable {
     let policy: AttemptPolicy
     let observer: (any DeliveryObserver)?
     let logger: Logger
-    private let shared = Monitor(Shared())
+    private let background = BackgroundLoop("actionhook-outbox", Shared(), loop: \.loop)
+    private var shared: Monitor<Shared> { background.state }
 
     /// What the worker's thread shares with the sends' tasks and its callers. Every claim the worker
     /// holds is, at any moment, in exactly one place: `inFlight` (being sent), `completions` (sent,
@@ -89,10 +90,7 @@ public final class OutboxWorker: Sendable {
 
     /// Starts the worker's thread.
     public func start() {
-        shared.withLock { $0.loop.start() }
-        let thread = Thread { [self] in run() }
-        thread.name = "actionhook-outbox"
-        thread.start()
+        background.start { [self] _ in run() }
     }
 
     /// Forgets the cached settings of an app that changed (`nil`: of every app), so that a changed or
@@ -103,14 +101,13 @@ public final class OutboxWorker: Sendable {
 
     /// Looks at the queue now (new follow-ups were written).
     public func wake() {
-        shared.withLockWakingAll { $0.loop.wake() }
+        background.wake()
     }
 
     /// Stops claiming, lets deliveries in flight finish within `gracePeriod`, gives the rest back to
     /// the queue, and returns when the worker's thread has ended.
     public func stop(gracePeriod: Duration) {
-        guard shared.withLockWakingAll({ $0.loop.stop(gracePeriod: gracePeriod) }) else { return }
-        shared.wait(for: { $0.loop.phase == .stopped }, then: { _ in })
+        background.stop(gracePeriod: gracePeriod)
     }
 
     /// What only the worker's thread touches.
@@ -160,7 +157,6 @@ public final class OutboxWorker: Sendable {
             shared.wait(until: clock.now + wait, for: { $0.loop.mustWake || !$0.completions.isEmpty }, then: { _ in })
         }
         drain(&local, clock: clock)
-        shared.withLockWakingAll { $0.loop.finish() }
     }
 
     /// On stop: records what finishes within the grace period, then releases the rest. The last step

@@ -3,6 +3,7 @@ import ActionHookCore
 import ActionHookDelivery
 import ActionHookStore
 import Foundation
+import Locks
 import Logging
 import MicroHTTPD
 import Postgres
@@ -24,6 +25,8 @@ public final class ActionHookService: Sendable {
     let purger: AppPurger
     let webhooks: WebhookSender
     let apns: APNsSender
+    /// What ``start()`` started, for ``stop()`` to stop in the reverse order.
+    let started = StartOrder()
     /// Every route as `METHOD pattern`, for checking the OpenAPI document against the router.
     public let routes: [String]
 
@@ -144,22 +147,19 @@ public final class ActionHookService: Sendable {
 
     /// Starts serving HTTP.
     public func start() throws {
-        listener.start()
-        batcher.start()
-        worker?.start()
-        maintainer.start()
-        purger.start()
-        try server.start()
+        let grace = Duration.seconds(configuration.shutdownGraceSeconds)
+        started.start(listener.start, stop: listener.stop)
+        started.start(batcher.start, stop: batcher.stop)
+        if let worker { started.start(worker.start, stop: { worker.stop(gracePeriod: grace) }) }
+        started.start(maintainer.start, stop: maintainer.stop)
+        started.start(purger.start, stop: purger.stop)
+        try started.start(server.start, stop: { [server] in server.stop(gracePeriod: grace) })
     }
 
-    /// Stops gracefully: no new connections, in-flight requests finish, then the pool closes.
+    /// Stops gracefully, in the reverse order of the start: no new connections and in-flight requests
+    /// finish first, then each loop; then the pools close.
     public func stop() {
-        server.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
-        batcher.stop()
-        maintainer.stop()
-        purger.stop()
-        worker?.stop(gracePeriod: .seconds(configuration.shutdownGraceSeconds))
-        listener.stop()
+        started.stopAll()
         // Blocking here on a Task would deadlock when the callers of stop() occupy every thread of the
         // concurrency pool (parallel tests on a 2-core machine); the synchronous shutdowns need none of them.
         webhooks.syncShutdown()

@@ -25,7 +25,8 @@ public final class AppPurger: Sendable {
     let pool: Database
     let batchSize: Int
     let logger: Logger
-    private let state = Monitor(LoopState())
+    private let background = BackgroundLoop("actionhook-app-purge", LoopState(), loop: \.self)
+    private var state: Monitor<LoopState> { background.state }
 
     /// Creates a purger that deletes up to `batchSize` rows per transaction.
     public init(pool: PostgresPool, batchSize: Int = 1000, logger: Logger) {
@@ -36,21 +37,17 @@ public final class AppPurger: Sendable {
 
     /// Starts the background thread, which looks for work at once.
     public func start() {
-        state.withLock { $0.start() }
-        let thread = Thread { [self] in loop() }
-        thread.name = "actionhook-app-purge"
-        thread.start()
+        background.start { [self] _ in loop() }
     }
 
     /// Stops the thread after its current batch and waits for it.
     public func stop() {
-        guard state.withLockWakingAll({ $0.stop() }) else { return }
-        state.wait(for: { $0.phase == .stopped }, then: { _ in })
+        background.stop()
     }
 
     /// Tells the purger that an app was deleted (or that a notification of one may have been missed).
     public func wake() {
-        state.withLockWakingAll { $0.wake() }
+        background.wake()
     }
 
     private func loop() {
@@ -64,7 +61,6 @@ public final class AppPurger: Sendable {
                 next = .now + .seconds(5)
             }
         }
-        state.withLockWakingAll { $0.finish() }
     }
 
     /// Every batch there is to do, one after the other, until none is left (or the purger is stopping).

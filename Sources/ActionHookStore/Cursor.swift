@@ -16,7 +16,7 @@ struct Cursor {
         guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else {
             return nil
         }
-        let parts = text.components(separatedBy: "\u{1F}")
+        let parts = UnitSeparated.split(text)
         guard parts.count == count else { return nil }
         self.parts = parts
     }
@@ -30,7 +30,7 @@ struct Cursor {
     }
 
     var encoded: String {
-        Data(parts.joined(separator: "\u{1F}").utf8).base64EncodedString()
+        Data(UnitSeparated.join(parts).utf8).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }

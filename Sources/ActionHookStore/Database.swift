@@ -177,5 +177,5 @@ struct AppScoped: Hashable {
 
     /// The text whose hash names the advisory lock of this (app, key): the two joined by U+001F, which
     /// is in neither.
-    var lockText: String { appID + "\u{1F}" + name }
+    var lockText: String { UnitSeparated.join(appID, name) }
 }

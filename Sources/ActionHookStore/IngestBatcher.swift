@@ -37,17 +37,16 @@ public final class IngestBatcher: Sendable {
     let concurrentBatchMinimum: Int
     /// What the writers share; only writers (and `stop()`, once stopping) wait on it, so a wake-up meant
     /// for a writer is never taken by another thread.
-    private let state = Monitor(State())
-    /// The deadline reaper's own wake-up.
-    private let reaper = Monitor(LoopState())
+    private let writerThreads = BackgroundLoop("actionhook-ingest", State(), loop: \.loop)
+    private var state: Monitor<State> { writerThreads.state }
+    /// The deadline reaper, with its own wake-up.
+    private let reaper = BackgroundLoop("actionhook-ingest-deadline", LoopState(), loop: \.self)
 
     private struct State {
         var loop = LoopState()
         var queue: [QueuedRequest] = []
         /// The batches writers are writing, by writer.
         var writing: [Int: [QueuedRequest]] = [:]
-        /// Writer threads not yet ended.
-        var running = 0
         /// Writers writing a batch.
         var busy = 0
         /// Whether the deadline reaper sleeps with no deadline to wait for (a submit must wake it).
@@ -71,26 +70,9 @@ public final class IngestBatcher: Sendable {
 
     /// Starts the writer threads.
     public func start() {
-        state.withLock { state in
-            state.loop.start()
-            state.running = writers
-        }
-        for index in 0..<writers {
-            let thread = Thread { [self] in
-                writeLoop(index)
-                state.withLockWakingAll { state in
-                    state.running -= 1
-                    if state.running == 0 { state.loop.finish() }
-                }
-            }
-            thread.name = "actionhook-ingest-\(index)"
-            thread.start()
-        }
+        writerThreads.start(threads: writers) { [self] index in writeLoop(index) }
         if answerDeadline != nil {
-            reaper.withLock { $0.start() }
-            let thread = Thread { [self] in reapLoop() }
-            thread.name = "actionhook-ingest-deadline"
-            thread.start()
+            reaper.start { [self] _ in reapLoop() }
         }
     }
 
@@ -105,18 +87,14 @@ public final class IngestBatcher: Sendable {
             if wakeReaper { state.reaperIdle = false }
             return (true, wakeReaper)
         }
-        if wakeReaper { reaper.withLockWakingAll { $0.wake() } }
+        if wakeReaper { reaper.wake() }
         if !accepting { completion(.failure(IngestBatcherStopped())) }
     }
 
     /// Writes what is queued, then stops the writer threads (and the reaper).
     public func stop() {
-        if state.withLockWakingAll({ $0.loop.stop() }) {
-            state.wait(for: { $0.loop.phase == .stopped }, then: { _ in })
-        }
-        if reaper.withLockWakingAll({ $0.stop() }) {
-            reaper.wait(for: { $0.phase == .stopped }, then: { _ in })
-        }
+        writerThreads.stop()
+        reaper.stop()
     }
 
     private func writeLoop(_ index: Int) {
@@ -187,10 +165,9 @@ public final class IngestBatcher: Sendable {
                 return (late, next)
             }
             for waiting in late { waiting.answer(.failure(IngestDeadlinePassed())) }
-            let running = reaper.wait(until: next, for: \.mustWake, then: { $0.takeWakeUp() })
+            let running = reaper.state.wait(until: next, for: \.mustWake, then: { $0.takeWakeUp() })
             if !running { break }
         }
-        reaper.withLockWakingAll { $0.finish() }
     }
 }
 

@@ -419,5 +419,5 @@ struct SnoozeScope: Hashable {
     }
 
     /// The text whose hash names the scope's advisory lock (see ``IngestStatements/guards(locks:apps:scopes:)``).
-    var lockText: String { ["snooze", appID, notification, deviceToken].joined(separator: "\u{1F}") }
+    var lockText: String { UnitSeparated.join("snooze", appID, notification, deviceToken) }
 }

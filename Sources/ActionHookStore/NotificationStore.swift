@@ -102,7 +102,7 @@ public struct NotificationStore: Sendable {
                 lock: reads.add(
                     """
                     SELECT pg_try_advisory_xact_lock(hashtextextended(\(
-                        AppScoped(appID: appID, name: "notifications\u{1F}" + key).lockText), 0)) AS locked
+                        AppScoped(appID: appID, name: UnitSeparated.join("notifications", key)).lockText), 0)) AS locked
                     """),
                 stored: reads.add(
                     """

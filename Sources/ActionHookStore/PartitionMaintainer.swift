@@ -63,7 +63,8 @@ public final class PartitionMaintainer: Sendable {
     let batchSize: Int
     let logger: Logger
     let onReport: @Sendable (MaintenanceReport) -> Void
-    private let state = Monitor(LoopState())
+    private let background = BackgroundLoop("actionhook-partitions", LoopState(), loop: \.self)
+    private var state: Monitor<LoopState> { background.state }
 
     /// The partitioned tables, as `actionhook_partitions` names them.
     public static let tables = ["responses", "followups_done", "delivery_attempts", "idempotency_keys"]
@@ -82,16 +83,12 @@ public final class PartitionMaintainer: Sendable {
 
     /// Starts the background thread: a run at once, then one per ``RetentionPolicy/runInterval``.
     public func start() {
-        state.withLock { $0.start() }
-        let thread = Thread { [self] in loop() }
-        thread.name = "actionhook-partitions"
-        thread.start()
+        background.start { [self] _ in loop() }
     }
 
     /// Stops the thread after its current step and waits for it.
     public func stop() {
-        guard state.withLockWakingAll({ $0.stop() }) else { return }
-        state.wait(for: { $0.phase == .stopped }, then: { _ in })
+        background.stop()
     }
 
     private func loop() {
@@ -104,7 +101,6 @@ public final class PartitionMaintainer: Sendable {
                 logger.warning("partition maintenance failed", metadata: ["error": "\(error)"])
             }
         }
-        state.withLockWakingAll { $0.finish() }
     }
 
     private var stopping: Bool { state.withLock { $0.phase == .stopping } }

@@ -1,6 +1,7 @@
 /// Where a background loop is in its life, as a value. Every loop of the service (the ingest writers,
 /// the outbox worker, the partition maintainer, the app purger, the notification listener) keeps one
-/// inside its ``Monitor``, so that their transitions are the same and are tested without threads.
+/// inside the ``Monitor`` of its ``BackgroundLoop``, so that their transitions are the same and are tested
+/// without threads.
 ///
 /// ```
 /// created ──start()──▶ running ──stop(gracePeriod:)──▶ stopping ──finish()──▶ stopped

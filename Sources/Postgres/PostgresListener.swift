@@ -24,12 +24,6 @@ public struct PostgresNotification: Sendable, Equatable {
 /// also called when listening first succeeds after failed attempts. Both callbacks run on the
 /// listener's thread; keep them short.
 public final class PostgresListener: Sendable {
-    /// The loop's phase, and which thread runs it (a stop from a callback must not wait for itself).
-    private struct State {
-        var loop = LoopState()
-        var thread: ObjectIdentifier?
-    }
-
     private static let firstRetryDelay: TimeInterval = 0.1
     private static let longestRetryDelay: TimeInterval = 5
 
@@ -39,7 +33,8 @@ public final class PostgresListener: Sendable {
     private let onNotification: @Sendable (PostgresNotification) -> Void
     private let onReconnect: @Sendable () -> Void
 
-    private let state = Monitor(State())
+    private let background = BackgroundLoop("PostgresListener", LoopState(), loop: \.self)
+    private var state: Monitor<LoopState> { background.state }
     /// Wakes the thread from its wait on the connection when the listener stops.
     private let wake = WakeSignal()
 
@@ -80,15 +75,8 @@ public final class PostgresListener: Sendable {
 
     /// Starts the listener's thread. Call it once, and call ``stop()`` when done.
     public func start() {
-        state.withLock { $0.loop.start() }
         // The thread keeps the listener alive until stop(), so dropping the last reference does not stop it.
-        let thread = Thread { [self] in
-            state.withLock { $0.thread = ObjectIdentifier(Thread.current) }
-            run()
-            state.withLockWakingAll { $0.loop.finish() }
-        }
-        thread.name = "PostgresListener"
-        thread.start()
+        background.start { [self] _ in run() }
     }
 
     /// Stops listening and waits for the listener's thread to end: at once when it waits for
@@ -96,15 +84,13 @@ public final class PostgresListener: Sendable {
     ///
     /// Called from a callback, on the listener's own thread, it only asks the thread to end.
     public func stop() {
-        let (mustWait, thread) = state.withLockWakingAll { ($0.loop.stop(), $0.thread) }
-        wake.signal()
-        // Waiting on the listener's own thread would wait for ourselves.
-        guard mustWait, thread != ObjectIdentifier(Thread.current) else { return }
-        state.wait(for: { $0.loop.phase == .stopped }, then: { _ in })
+        // The thread may be waiting on the connection rather than on the state: `wake` gets it up. On the
+        // listener's own thread the stop only asks (waiting would wait for itself).
+        background.stop(asking: { wake.signal() })
     }
 
     private var isRunning: Bool {
-        state.withLock { $0.loop.isRunning }
+        state.withLock { $0.isRunning }
     }
 
     private func run() {
@@ -160,6 +146,6 @@ public final class PostgresListener: Sendable {
 
     /// Sleeps for `interval`, or less if stop() is called meanwhile.
     private func pause(_ interval: TimeInterval) {
-        state.wait(until: .now + .milliseconds(Int(interval * 1000)), for: { !$0.loop.isRunning }, then: { _ in })
+        state.wait(until: .now + .milliseconds(Int(interval * 1000)), for: { !$0.isRunning }, then: { _ in })
     }
 }

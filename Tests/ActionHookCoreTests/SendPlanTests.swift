@@ -2,9 +2,9 @@ import ActionHookCore
 import Foundation
 import Testing
 
-/// The send side's pure parts: a send body decoded and validated, the rows it plans, and what a reply
-/// bound to a sent notification decides.
-@Suite("Send: request, plan, and replies bound to it")
+/// The send side's pure parts: a send body decoded and validated, and the rows it plans (what a reply
+/// bound to a sent notification decides is in IngestPlanTests).
+@Suite("Send: request and plan")
 struct SendPlanTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
     static let token1 = String(repeating: "ab", count: 32)
@@ -215,71 +215,5 @@ struct SendPlanTests {
         let fewer = (1...10).map { #"{"afterSeconds": \#($0 * 60), "followUps": [{"type": "remind"}]}"# }.joined(
             separator: ",")
         #expect(Self.failure(#"{"to": [\#(devices)], "onNoReply": [\#(fewer)]}"#).isEmpty)
-    }
-
-    static func item(_ action: String, token: String, rule: Rule?) -> IngestItem {
-        IngestItem(
-            appID: "a", idempotencyKey: UUID().uuidString,
-            response: NotificationResponse(actionIdentifier: action, deviceToken: token),
-            decision: IngestDecision(rule: rule, subject: nil))
-    }
-
-    static func bound(answered: Bool, answers: AnswerPolicy = .first, expiresAt: Date? = nil, replace: Bool = false)
-        -> BoundNotification
-    {
-        BoundNotification(
-            id: UUID(), answers: answers, expiresAt: expiresAt ?? now.addingTimeInterval(60), answered: answered,
-            collapseId: "c", category: "cat", subject: nil, createdAt: now.addingTimeInterval(-5), events: ["answered"],
-            replacement: replace ? ["alert": .string("Answered")] : nil, device: 0, recipient: "ann",
-            devices: [
-                SendDevice(deviceToken: token1, recipient: "ann"), SendDevice(deviceToken: token2, recipient: "bob"),
-            ])
-    }
-
-    @Test(
-        "a bound reply: the first acts and answers, a later one is superseded, a late one expired, a snooze does not answer"
-    )
-    func boundReplies() throws {
-        let accept = try Rule.decode(json(#"{"id": "ok", "handler": {"type": "accept"}}"#), id: nil)
-        let snooze = try Rule.decode(
-            json(#"{"id": "zz", "handler": {"type": "snooze", "allowMissing": ["notificationIdentifier"]}}"#), id: nil)
-
-        let first = IngestPlan(
-            Self.item("ok", token: Self.token1, rule: accept), receivedAt: Self.now, previousSnoozes: 0,
-            notification: Self.bound(answered: false, replace: true))
-        #expect(first.outcome == .accepted)
-        #expect(first.answersNotification)
-        // The replacing push goes to the other device only; notification.answered once.
-        #expect(first.followUps.map(\.planned.kind) == [.replace, .answered])
-        #expect(first.followUps[0].planned.payload.value(atPath: "deviceToken")?.stringValue == Self.token2)
-        #expect(first.followUps[0].planned.payload.value(atPath: "collapseId")?.stringValue == "c")
-        #expect(first.followUps[1].planned.payload.value(atPath: "body.data.latencyMs")?.intValue == 5000)
-        #expect(first.answer.body.value(atPath: "recipient")?.stringValue == "ann")
-        #expect(first.answer.answered?.seconds == 5)
-
-        let later = IngestPlan(
-            Self.item("ok", token: Self.token2, rule: accept), receivedAt: Self.now, previousSnoozes: 0,
-            notification: Self.bound(answered: true))
-        #expect(later.outcome == .superseded)
-        #expect(later.followUps.isEmpty && !later.answersNotification && !later.cancelsSnoozes)
-
-        let each = IngestPlan(
-            Self.item("ok", token: Self.token2, rule: accept), receivedAt: Self.now, previousSnoozes: 0,
-            notification: Self.bound(answered: true, answers: .each))
-        #expect(each.outcome == .accepted)
-        #expect(!each.answersNotification)
-
-        let late = IngestPlan(
-            Self.item("ok", token: Self.token1, rule: accept), receivedAt: Self.now, previousSnoozes: 0,
-            notification: Self.bound(answered: false, expiresAt: Self.now))
-        #expect(late.outcome == .expired)
-        #expect(late.followUps.isEmpty && !late.answersNotification)
-        #expect(late.answer.body.value(atPath: "expiresAt")?.stringValue == Timestamp.format(Self.now))
-
-        let snoozed = IngestPlan(
-            Self.item("zz", token: Self.token1, rule: snooze), receivedAt: Self.now, previousSnoozes: 0,
-            notification: Self.bound(answered: false))
-        #expect(snoozed.outcome == .snoozed)
-        #expect(!snoozed.answersNotification)
     }
 }

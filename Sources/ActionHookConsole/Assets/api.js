@@ -52,6 +52,23 @@ export function seg(value) {
   return encodeURIComponent(value);
 }
 
+/**
+ * Follows a list's pages: `get(cursor)` fetches one (the first with a null cursor) until a page has no
+ * next cursor or `pages` pages are in. Resolves with their items and the cursor of the page after them
+ * (empty when there is none).
+ */
+export async function allPages(get, pages = Infinity) {
+  const items = [];
+  let cursor = null;
+  for (let index = 0; index < pages; index += 1) {
+    const page = await get(cursor);
+    items.push(...page.items);
+    cursor = page.nextCursor;
+    if (!cursor) break;
+  }
+  return { items, cursor };
+}
+
 /** A query string from the non-empty members of an object. */
 export function query(values) {
   const params = new URLSearchParams();

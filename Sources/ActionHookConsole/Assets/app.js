@@ -2,7 +2,7 @@
 // status line. Each page module exports render(context) and may return a function that stops it
 // (its polling) when another page is shown.
 
-import { APIError, call, clearToken, setToken, token } from "./api.js";
+import { allPages, APIError, call, clearToken, query, setToken, token } from "./api.js";
 import { h, replace } from "./dom.js";
 import * as categories from "./categories.js";
 import * as followups from "./followups.js";
@@ -65,15 +65,9 @@ function signOut(message) {
 }
 
 async function loadApps() {
-  const found = [];
-  let cursor = null;
   // Every page of apps: an operator rarely has more than a few, but the list is paginated.
-  do {
-    const answer = await call("GET", `/v1/apps?limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
-    found.push(...answer.items);
-    cursor = answer.nextCursor;
-  } while (cursor);
-  return found;
+  const { items } = await allPages((cursor) => call("GET", `/v1/apps${query({ limit: 500, cursor })}`));
+  return items;
 }
 
 async function signIn(candidate) {

@@ -2,7 +2,7 @@
 // buttons (destructive ones in red) and, for a text-input action, its text field and button.
 // The title and body come from the category's latest reply (userInfo.aps.alert) when there is one.
 
-import { seg } from "./api.js";
+import { allPages, query, seg } from "./api.js";
 import { h, replace } from "./dom.js";
 
 function alertOf(reply) {
@@ -64,13 +64,7 @@ export function render(context) {
   replace(context.container, h("h1", {}, "Categories"), grid);
   (async () => {
     try {
-      const categories = [];
-      let cursor = null;
-      do {
-        const page = await context.call("GET", `/v1/apps/${seg(app)}/categories?limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
-        categories.push(...page.items);
-        cursor = page.nextCursor;
-      } while (cursor);
+      const { items: categories } = await allPages((cursor) => context.call("GET", `/v1/apps/${seg(app)}/categories${query({ limit: 500, cursor })}`));
       const latest = await Promise.all(
         categories.map((category) =>
           context.call("GET", `/v1/apps/${seg(app)}/responses?category=${encodeURIComponent(category.identifier)}&limit=1`).then((page) => page.items[0]),

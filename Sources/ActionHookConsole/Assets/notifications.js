@@ -4,7 +4,7 @@
 // no-reply steps and the other follow-ups). Subjects and recipient labels come from the app's
 // backend and reply fields from phones: all of it is inserted as text only.
 
-import { query, seg } from "./api.js";
+import { allPages, query, seg } from "./api.js";
 import { h, replace, time } from "./dom.js";
 
 const STATUSES = ["pending", "answered", "unanswered", "expired"];
@@ -228,7 +228,7 @@ export function render(context) {
   async function openDetail(id) {
     if (selected !== id) lastDetail = "";
     selected = id;
-    for (const row of list.querySelectorAll("tr")) row.classList.toggle("selected", row.dataset.id === id);
+    for (const line of list.querySelectorAll("tr")) line.classList.toggle("selected", line.dataset.id === id);
     try {
       const receipt = await context.call("GET", `/v1/apps/${seg(app)}/notifications/${seg(id)}`);
       if (!context.alive() || selected !== id) return;
@@ -267,14 +267,7 @@ export function render(context) {
     latest += 1;
     const mine = latest;
     try {
-      const items = [];
-      let cursor = null;
-      for (let index = 0; index < pages; index += 1) {
-        const page = await context.call("GET", `/v1/apps/${seg(app)}/notifications${query({ ...filters(), cursor })}`);
-        items.push(...page.items);
-        cursor = page.nextCursor;
-        if (!cursor) break;
-      }
+      const { items, cursor } = await allPages((after) => context.call("GET", `/v1/apps/${seg(app)}/notifications${query({ ...filters(), cursor: after })}`), pages);
       if (!context.alive() || mine !== latest) return;
       if (selected) openDetail(selected);
       more.hidden = !cursor;

@@ -1,7 +1,7 @@
 // Rules in evaluation order (ascending priority, then id), and a dry run: a reply body run through
 // them by POST /v1/apps/{app}/rules/test, which stores nothing.
 
-import { seg } from "./api.js";
+import { allPages, query, seg } from "./api.js";
 import { h, json, replace } from "./dom.js";
 
 const SAMPLE = {
@@ -26,13 +26,7 @@ export function render(context) {
 
   async function load() {
     try {
-      const rules = [];
-      let cursor = null;
-      do {
-        const page = await context.call("GET", `/v1/apps/${seg(app)}/rules?limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
-        rules.push(...page.items);
-        cursor = page.nextCursor;
-      } while (cursor);
+      const { items: rules } = await allPages((cursor) => context.call("GET", `/v1/apps/${seg(app)}/rules${query({ limit: 500, cursor })}`));
       rules.sort((a, b) => a.priority - b.priority || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       if (!context.alive()) return;
       replace(

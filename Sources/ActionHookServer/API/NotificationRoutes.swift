@@ -102,13 +102,4 @@ extension APIContext {
             return try body(request, appID)
         }
     }
-
-    /// The `Idempotency-Key` header (1–255 visible ASCII characters), or `nil`.
-    func idempotencyKeyHeader(_ request: HTTPRequest) throws -> String? {
-        guard let header = request.headers["idempotency-key"] else { return nil }
-        guard (1...255).contains(header.utf8.count), header.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-            throw APIError.badRequest("The Idempotency-Key header must be 1 to 255 visible ASCII characters.")
-        }
-        return header
-    }
 }

@@ -120,3 +120,14 @@ extension HTTPResponse {
     /// 204 No Content.
     static let noContent = HTTPResponse(status: 204)
 }
+
+extension APIContext {
+    /// The `Idempotency-Key` header of the send and ingest routes (1–255 visible ASCII characters), or `nil`.
+    func idempotencyKeyHeader(_ request: HTTPRequest) throws -> String? {
+        guard let header = request.headers["idempotency-key"] else { return nil }
+        guard (1...255).contains(header.utf8.count), header.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw APIError.badRequest("The Idempotency-Key header must be 1 to 255 visible ASCII characters.")
+        }
+        return header
+    }
+}
