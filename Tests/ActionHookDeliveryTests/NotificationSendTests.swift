@@ -133,7 +133,7 @@ struct NotificationSendTests {
              "userInfo": {"eventId": 42}, "subject": "event-42", "ttlSeconds": 3600, "priority": 10,
              "replaceOnAnswer": {"aps": {"alert": {"title": "Dinner?", "body": "Answered by {{recipient}}"}}},
              "webhookEvents": ["answered"],
-             "onNoReply": [{"afterSeconds": 30, "followUps": [{"type": "remind"}, {"type": "webhook"}]}]}
+             "onNoReply": [{"afterSeconds": 3600, "followUps": [{"type": "remind"}, {"type": "webhook"}]}]}
             """#)
         let id = try #require(sent["id"] as? String)
         let collapse = try #require(sent["collapseId"] as? String)

@@ -26,6 +26,7 @@ struct TenantIsolationTests {
             "keyId": [b.keyID, b.extraKeyID], "category": [b.category], "rule": [b.rule],
             "responseId": [b.responseID], "subject": [b.subject], "deviceToken": [Isolation.deviceToken("\(b.app)-1")],
             "followUpId": [b.pendingFollowUpID, b.deadFollowUpID], "notificationId": [b.notificationID],
+            "user": ["\(b.app)-user"],
         ]
         var covered = Set<String>()
         // A PUT of a category creates A's own category with B's id; it runs last so that the other
@@ -55,6 +56,9 @@ struct TenantIsolationTests {
                         // A PUT names A's own category with that id: it creates A's, never touches B's.
                         #expect(response.status == 201 || response.status == 200, "\(route.method) \(path)")
                         #expect(try Isolation.categoryCount(api, app: a.app, id: b.category) == 1)
+                    } else if route.method == "PUT" && route.pattern.hasSuffix("/devices/{deviceToken}") {
+                        // A PUT registers the token as A's own device; B's rows stay as they were (below).
+                        #expect(response.status == 200, "\(route.method) \(path) answered \(response.status)")
                     } else {
                         #expect(
                             response.status == 404, "\(route.method) \(path) \(headers) answered \(response.status)")
@@ -269,7 +273,11 @@ struct TenantIsolationTests {
                     route.method, call.path, token: credential.isEmpty ? nil : credential, json: call.body,
                     headers: call.headers)
                 // The send routes take an app's server key: a valid ingest key there is the wrong scope (403).
-                let wrongScope = route.pattern.contains("/notifications") && credential == c.key
+                let senderRoute =
+                    route.pattern.contains("/notifications") || route.pattern.hasSuffix("/devices")
+                    || (route.method == "PUT" && route.pattern.hasSuffix("/devices/{deviceToken}"))
+                    || (route.method == "GET" && route.pattern.hasSuffix("/users/{user}"))
+                let wrongScope = senderRoute && credential == c.key
                 #expect(
                     response.status == (wrongScope ? 403 : 401),
                     "\(route) with an ingest key answered \(response.status)")
@@ -373,6 +381,8 @@ private enum Isolation: ResponseHelpers {
             return json(["actionIdentifier": "accept"])
         case ("PATCH", "/v1/apps/{app}"):
             return json(["name": "renamed"])
+        case ("PUT", "/v1/apps/{app}/devices/{deviceToken}"):
+            return json(["user": "someone", "environment": "production"])
         default:
             return nil
         }
@@ -458,6 +468,17 @@ private enum Isolation: ResponseHelpers {
             case ("DELETE", "/v1/apps/{app}/devices/{deviceToken}"):
                 return Call(
                     path: app + "/devices/\(Isolation.deviceToken("\(tenant.app)-2"))", body: nil, expected: 200)
+            case ("PUT", "/v1/apps/{app}/devices/{deviceToken}"):
+                return Call(
+                    path: app + "/devices/\(Isolation.deviceToken("\(tenant.app)-9"))",
+                    body: json(["user": "fixture-user", "environment": "sandbox"]), expected: 200)
+            case ("GET", "/v1/apps/{app}/devices"):
+                return Call(path: app + "/devices", body: nil, expected: 200)
+            case ("GET", "/v1/apps/{app}/users/{user}"):
+                // No user is registered in the fixture: the admin token gets past authentication to the 404.
+                return Call(path: app + "/users/nobody", body: nil, expected: 404)
+            case ("DELETE", "/v1/apps/{app}/users/{user}"):
+                return Call(path: app + "/users/nobody", body: nil, expected: 404)
             case ("GET", "/v1/apps/{app}/followups"):
                 return Call(path: app + "/followups?status=pending", body: nil, expected: 200)
             case ("POST", "/v1/apps/{app}/followups/{followUpId}/retry"):
