@@ -124,7 +124,8 @@ struct WebhookDeliveryTests {
     func retryScheduleWithinJitter() async throws {
         let receiver = try WebhookReceiver()
         receiver.script(statuses: [500, 500])
-        let schedule = [1, 2]
+        // The first wait is long enough for a loaded machine to see the follow-up `retrying` in it.
+        let schedule = [3, 1]
         let jitter = 0.1
         let api = try TestAPI {
             Hooks.worker(&$0)
