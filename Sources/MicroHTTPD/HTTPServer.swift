@@ -136,7 +136,11 @@ public final class HTTPServer: @unchecked Sendable {
     public func stop(gracePeriod: Duration = .seconds(10)) {
         guard let daemon else { return }
         self.daemon = nil
-        let listenSocket = MHD_quiesce_daemon(daemon)
+        // Quiescing (no new connections while in-flight requests finish) is only needed with requests in
+        // flight. libmicrohttpd 0.9.75 can abort in MHD_quiesce_daemon ("Failed to remove listen FD from
+        // epoll set") when a pool thread takes the listen socket out of its epoll set at the same moment;
+        // an idle server is stopped without it (MHD_stop_daemon closes the listen socket itself).
+        let listenSocket = inFlight.load(ordering: .acquiring) > 0 ? MHD_quiesce_daemon(daemon) : -1
 
         let clock = ContinuousClock()
         let deadline = clock.now + gracePeriod
