@@ -104,7 +104,9 @@ struct WorkerFaultTests {
         let started = clock.now
         await Hooks.offPool { [service = api.service] in service.stop() }
         let took = clock.now - started
-        #expect(took < .seconds(grace + 5), "stop took \(took)")
+        // A guard against a stop that hangs, not a timing: how fast a stop returns is R9's figure in
+        // `bench/faults.sh` (within 15 s); what must hold here is what the service recorded, below.
+        #expect(took < .seconds(grace + 20), "stop took \(took)")
 
         let statuses = try Hooks.statusCounts(api)
         #expect(statuses["running"] == nil, "\(statuses)")
