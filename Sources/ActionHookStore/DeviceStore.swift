@@ -16,14 +16,14 @@ public struct DeviceStore: Sendable {
     /// The newest registration wins: a token registered by another user moves to this one, and one APNs
     /// declared dead is active again (the app has a token APNs gave it since). A user keeps at most
     /// ``DeviceRegistration/maxDevicesPerUser`` active devices: the ones registered longest ago past it
-    /// become `removed`. Registrations of one user take turns (a lock on the user), so two at once never
-    /// keep more than the bound.
+    /// become `removed`. Registrations of one user take turns (a lock on the user; an anonymous device locks
+    /// only its own token), so two at once never keep more than the bound.
     public func register(appID: String, token: String, _ registration: DeviceRegistration) throws -> JSONValue {
         let user = registration.user
         let rows = try pool.pipelinedTransaction([
             """
             SELECT pg_advisory_xact_lock(hashtextextended(\(
-                AppScoped(appID: appID, name: "user\u{1F}" + (user ?? "")).lockText), 0))
+                AppScoped(appID: appID, name: UnitSeparated.join("user", user ?? "device:" + token)).lockText), 0))
             """,
             """
             INSERT INTO devices AS d (app_id, token, status, reason, updated_at, user_id, platform, environment, locale,
