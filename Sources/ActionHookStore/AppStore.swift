@@ -36,6 +36,7 @@ public struct StoredApp: Sendable {
         }
         object["rateLimitPerSecond"] = definition.rateLimitPerSecond.map { .integer($0) } ?? .null
         object["retentionDays"] = definition.retentionDays.map { .integer($0) } ?? .null
+        object["identity"] = definition.identity.json
         object["createdAt"] = .string(Timestamp.format(createdAt))
         object["updatedAt"] = .string(Timestamp.format(updatedAt))
         return .object(object)
@@ -81,6 +82,8 @@ public struct IngestPrincipal: Sendable, Equatable {
     public var rateLimitPerSecond: Int?
     /// What the key may do.
     public var scope: KeyScope = .ingest
+    /// The app's identity verification.
+    public var identity: IdentitySettings = .off
 }
 
 /// Apps, their ingest keys, and admin tokens.
@@ -108,10 +111,10 @@ public struct AppStore: Sendable {
                 let rows = try connection.query(
                     """
                     INSERT INTO apps (id, name, apns_team_id, apns_key_id, apns_private_key, apns_topic,
-                        apns_environment, webhook_url, webhook_secret, rate_limit_per_second, retention_days)
+                        apns_environment, webhook_url, webhook_secret, rate_limit_per_second, retention_days, identity)
                     VALUES (\(app.id), \(app.name), \(app.apns?.teamId), \(app.apns?.keyId), \(app.apns?.privateKey),
                         \(app.apns?.topic), \(app.apns?.environment), \(app.webhook?.url), \(app.webhook?.secret),
-                        \(app.rateLimitPerSecond), \(app.retentionDays))
+                        \(app.rateLimitPerSecond), \(app.retentionDays), \(Self.identityColumn(app.identity))::jsonb)
                     RETURNING \(unsafeSQL: Self.columns)
                     """)
                 let key = try Self.insertKey(appID: app.id, connection: connection)
@@ -165,7 +168,7 @@ public struct AppStore: Sendable {
                     webhook_url = \(app.webhook?.url), webhook_secret = \(app.webhook?.secret),
                     webhook_disabled_at = CASE WHEN \(webhookChanged) THEN NULL ELSE webhook_disabled_at END,
                     rate_limit_per_second = \(app.rateLimitPerSecond), retention_days = \(app.retentionDays),
-                    updated_at = now()
+                    identity = \(Self.identityColumn(app.identity))::jsonb, updated_at = now()
                 WHERE id = \(id)
                 RETURNING \(unsafeSQL: Self.columns)
                 """)
@@ -219,13 +222,13 @@ public struct AppStore: Sendable {
         try pool.withConnection { connection in
             try connection.query(
                 """
-                SELECT k.app_id, k.scope, a.rate_limit_per_second FROM api_keys k JOIN apps a ON a.id = k.app_id
+                SELECT k.app_id, k.scope, a.rate_limit_per_second, a.identity FROM api_keys k JOIN apps a ON a.id = k.app_id
                 WHERE k.secret_hash = \(digest) AND k.revoked_at IS NULL
                 """
             ).first.map { row in
                 IngestPrincipal(
                     appID: try row.decode("app_id"), rateLimitPerSecond: try row.decode("rate_limit_per_second"),
-                    scope: KeyScope(rawValue: try row.decode("scope")) ?? .ingest)
+                    scope: KeyScope(rawValue: try row.decode("scope")) ?? .ingest, identity: try Self.identity(row))
             }
         }
     }
@@ -246,8 +249,19 @@ public struct AppStore: Sendable {
 
     static let columns: StaticString = """
         id, name, apns_team_id, apns_key_id, apns_private_key, apns_topic, apns_environment, webhook_url,
-        webhook_secret, webhook_disabled_at, rate_limit_per_second, retention_days, created_at, updated_at
+        webhook_secret, webhook_disabled_at, rate_limit_per_second, retention_days, identity, created_at, updated_at
         """
+
+    /// The `identity` column's value: NULL for identity off with no keys.
+    static func identityColumn(_ identity: IdentitySettings) -> PostgresJSON? {
+        identity == .off ? nil : PostgresJSON(identity.storedJSON.jsonText)
+    }
+
+    /// The settings in an `identity` column.
+    static func identity(_ row: PostgresRow) throws -> IdentitySettings {
+        guard let stored = try row.decode("identity", as: PostgresJSON?.self) else { return .off }
+        return IdentitySettings(stored: try JSONParser.parse(stored.text)) ?? .off
+    }
 
     static func decodeApp(_ row: PostgresRow) throws -> StoredApp {
         var apns: APNsCredentials?
@@ -264,7 +278,7 @@ public struct AppStore: Sendable {
             definition: AppDefinition(
                 id: try row.decode("id"), name: try row.decode("name"), apns: apns, webhook: webhook,
                 rateLimitPerSecond: try row.decode("rate_limit_per_second"),
-                retentionDays: try row.decode("retention_days")),
+                retentionDays: try row.decode("retention_days"), identity: try identity(row)),
             createdAt: try row.decode("created_at"), updatedAt: try row.decode("updated_at"),
             webhookDisabledAt: try row.decode("webhook_disabled_at"))
     }

@@ -18,7 +18,12 @@ public struct DeviceStore: Sendable {
     /// ``DeviceRegistration/maxDevicesPerUser`` active devices: the ones registered longest ago past it
     /// become `removed`. Registrations of one user take turns (a lock on the user; an anonymous device locks
     /// only its own token), so two at once never keep more than the bound.
-    public func register(appID: String, token: String, _ registration: DeviceRegistration) throws -> JSONValue {
+    ///
+    /// `keepingOwner` (the app registering without a user token): a device registered to a user is left as it
+    /// is and nil returned, so an app's public key cannot take a device away from its user.
+    public func register(appID: String, token: String, _ registration: DeviceRegistration, keepingOwner: Bool)
+        throws -> JSONValue?
+    {
         let user = registration.user
         let rows = try pool.pipelinedTransaction([
             """
@@ -35,6 +40,7 @@ public struct DeviceStore: Sendable {
                 user_id = EXCLUDED.user_id, platform = EXCLUDED.platform, environment = EXCLUDED.environment,
                 locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone, app_version = EXCLUDED.app_version,
                 os_version = EXCLUDED.os_version, model = EXCLUDED.model, registered_at = now()
+            WHERE NOT \(keepingOwner) OR d.user_id IS NULL
             """,
             """
             UPDATE devices SET status = 'removed', reason = 'replaced', updated_at = now()
@@ -44,7 +50,25 @@ public struct DeviceStore: Sendable {
             """,
             "SELECT \(unsafeSQL: Self.columns) FROM devices WHERE app_id = \(appID) AND token = \(token)",
         ])
-        return try Self.view(rows[3][0])
+        let device = try Self.view(rows[3][0])
+        if keepingOwner, registration.user == nil, device.objectValue?["user"] != .null { return nil }
+        return device
+    }
+
+    /// Signs a device out (`removed`, reason `signedOut`): with `user`, only a device registered to that
+    /// user; without, only an anonymous one. False when there is no such device; signing out a removed
+    /// device again changes nothing (a retried sign-out succeeds).
+    public func signOut(appID: String, token: String, user: String?) throws -> Bool {
+        try pool.withConnection { connection in
+            try connection.query(
+                """
+                UPDATE devices SET status = 'removed',
+                    reason = CASE WHEN status = 'removed' THEN reason ELSE 'signedOut' END,
+                    updated_at = CASE WHEN status = 'removed' THEN updated_at ELSE now() END
+                WHERE app_id = \(appID) AND token = \(token) AND user_id IS NOT DISTINCT FROM \(user)
+                RETURNING token
+                """)
+        }.count == 1
     }
 
     /// The app's devices (of one user, when given), by token, a page at a time.

@@ -93,6 +93,8 @@ struct IngestStatements {
         var answer = PostgresBinaryArray(.json, capacity: count * 256)
         var notificationID = PostgresBinaryArray(.uuid, capacity: count * 20)
         var recipient = PostgresBinaryArray(.text, capacity: count * 8)
+        var user = PostgresBinaryArray(.text, capacity: count * 8)
+        var userVerified = PostgresBinaryArray(.bool, capacity: count * 5)
         for (entryPosition, item, plan) in entries {
             let response = item.response
             position.append(Int32(entryPosition))
@@ -117,6 +119,9 @@ struct IngestStatements {
             answer.append(utf8: plan.answer.json)
             notificationID.append(plan.notification?.id)
             recipient.append(plan.notification?.recipient)
+            // The verified user, else the user the send reached the replying device as (not verified).
+            user.append(response.user ?? plan.notification?.deviceUser)
+            userVerified.append(response.user != nil)
         }
 
         // Snoozes of this batch that a later answer in the same batch cancels are written as cancelled.
@@ -168,10 +173,10 @@ struct IngestStatements {
                 \(userInfo)::jsonb[], \(deviceToken)::text[], \(clientResponseID)::text[],
                 \(respondedAt)::timestamptz[], \(receivedAt)::timestamptz[], \(outcome)::text[],
                 \(ruleID)::text[], \(subject)::text[], \(answer)::json[], \(notificationID)::uuid[],
-                \(recipient)::text[]) AS r(position, app_id, id, idempotency_key, request_hash,
-                action_identifier, category_identifier, notification_identifier, user_text, user_info,
-                device_token, client_response_id, responded_at, received_at, outcome, rule_id, subject, answer,
-                notification_id, recipient)
+                \(recipient)::text[], \(user)::text[], \(userVerified)::bool[])
+                AS r(position, app_id, id, idempotency_key, request_hash, action_identifier, category_identifier,
+                notification_identifier, user_text, user_info, device_token, client_response_id, responded_at,
+                received_at, outcome, rule_id, subject, answer, notification_id, recipient, user_id, user_verified)
             WHERE substr((SELECT current_setting('actionhook.ingest_guards', true)), r.position, 1) = '1'
                 AND r.app_id = ANY (ARRAY(SELECT a.id FROM apps a WHERE a.id = ANY (\(apps)::text[])))
         ),
@@ -187,11 +192,11 @@ struct IngestStatements {
             INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
                 category_identifier, notification_identifier, user_text, user_info, device_token,
                 client_response_id, responded_at, received_at, outcome, rule_id, subject, answer, notification_id,
-                recipient)
+                recipient, user_id, user_verified)
             SELECT r.app_id, r.id, r.idempotency_key, r.request_hash, r.action_identifier, r.category_identifier,
                 r.notification_identifier, r.user_text, r.user_info, r.device_token, r.client_response_id,
                 r.responded_at, r.received_at, r.outcome, r.rule_id, r.subject, r.answer, r.notification_id,
-                r.recipient
+                r.recipient, r.user_id, r.user_verified
             FROM r
         ),
         followups_inserted AS (
@@ -331,6 +336,8 @@ struct IngestStatements {
             n.collapse_id, n.category, n.subject, n.created_at, n.events, n.replace_on_answer::text AS replacement,
             CASE WHEN n.devices -> k.device ->> 'deviceToken' = k.token THEN n.devices -> k.device ->> 'recipient'
                 END AS recipient,
+            CASE WHEN n.devices -> k.device ->> 'deviceToken' = k.token THEN n.devices -> k.device ->> 'user'
+                END AS device_user,
             coalesce(n.devices -> k.device ->> 'deviceToken' = k.token, false) AS known_device,
             CASE WHEN n.replace_on_answer IS NOT NULL THEN n.devices::text END AS devices,
             CASE WHEN k.snoozing AND n.devices -> k.device ->> 'deviceToken' = k.token
@@ -377,7 +384,7 @@ struct IngestStatements {
             events: try row.decode("events"),
             replacement: try replacement.flatMap { try JSONParser.parse($0).objectValue },
             device: knownDevice ? device : nil, recipient: try row.decode("recipient"), devices: devices,
-            push: try push.flatMap { try JSONParser.parse($0).objectValue })
+            push: try push.flatMap { try JSONParser.parse($0).objectValue }, deviceUser: try row.decode("device_user"))
     }
 
     /// Snoozes already given for each (app, notification, device) the batch snoozes, in order.

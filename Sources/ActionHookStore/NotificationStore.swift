@@ -339,6 +339,7 @@ public struct NotificationStore: Sendable {
                     "ruleId": (try reply.decode("rule_id", as: String?.self)).map(JSONValue.string) ?? .null,
                     "deviceToken": (try reply.decode("device_token", as: String?.self)).map(JSONValue.string) ?? .null,
                     "recipient": (try reply.decode("recipient", as: String?.self)).map(JSONValue.string) ?? .null,
+                    "user": try Self.replyUser(reply),
                     "receivedAt": .string(Timestamp.format(try reply.decode("received_at"))),
                     "latencyMs": .integer(try reply.decode("latency_ms")),
                 ])
@@ -354,6 +355,14 @@ public struct NotificationStore: Sendable {
             receipt["otherReplies"] = .array(other)
             return .object(receipt)
         }
+    }
+
+    /// A reply's `user` (``StoredResponseView/userJSON(verified:deviceUser:)``) from its `user_id` and
+    /// `user_verified` columns.
+    static func replyUser(_ row: PostgresRow) throws -> JSONValue {
+        let user: String? = try row.decode("user_id")
+        let verified: Bool = try row.decode("user_verified")
+        return StoredResponseView.userJSON(verified: verified ? user : nil, deviceUser: verified ? nil : user)
     }
 
     /// Where a notification's history starts: its follow-ups finish, their attempts end and its replies
@@ -386,7 +395,7 @@ public struct NotificationStore: Sendable {
     static func receiptReplies(appID: String, id: UUID, createdAt: Date, since: Date) -> PostgresQuery {
         """
         SELECT r.id, r.action_identifier, r.outcome, r.device_token, r.recipient, r.received_at, r.rule_id,
-            (extract(epoch FROM r.received_at - \(createdAt)) * 1000)::bigint AS latency_ms
+            r.user_id, r.user_verified, (extract(epoch FROM r.received_at - \(createdAt)) * 1000)::bigint AS latency_ms
         FROM responses r
         WHERE r.app_id = \(appID) AND r.notification_id = \(id) AND r.id >= actionhook_uuid_at(\(since))
         ORDER BY r.received_at, r.id

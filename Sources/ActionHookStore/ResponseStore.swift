@@ -256,20 +256,23 @@ public struct ResponseStore: Sendable {
     static let columns: StaticString = """
         id, action_identifier, user_text, category_identifier, notification_identifier, user_info, device_token,
         client_response_id, responded_at, received_at, to_char(received_at AT TIME ZONE 'UTC',
-        'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS received_at_text, outcome, rule_id, subject
+        'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS received_at_text, outcome, rule_id, subject, user_id, user_verified
         """
 
     static func decode(_ row: PostgresRow) throws -> StoredResponseView {
         let userInfo = try JSONParser.parse(try row.decode("user_info", as: PostgresJSON.self).text).objectValue ?? [:]
-        let response = NotificationResponse(
+        var response = NotificationResponse(
             actionIdentifier: try row.decode("action_identifier"), userText: try row.decode("user_text"),
             categoryIdentifier: try row.decode("category_identifier"),
             notificationIdentifier: try row.decode("notification_identifier"), userInfo: userInfo,
             deviceToken: try row.decode("device_token"), responseId: try row.decode("client_response_id"),
             respondedAt: try row.decode("responded_at"))
+        let user: String? = try row.decode("user_id")
+        let verified: Bool = try row.decode("user_verified")
+        if verified { response.user = user }
         return StoredResponseView(
             id: try row.decode("id"), response: response, receivedAt: try row.decode("received_at"),
             outcome: Outcome(rawValue: try row.decode("outcome")) ?? .unmatched, ruleId: try row.decode("rule_id"),
-            subject: try row.decode("subject"))
+            subject: try row.decode("subject"), deviceUser: verified ? nil : user)
     }
 }

@@ -54,6 +54,8 @@ public struct AppDefinition: Sendable, Equatable {
     /// Days this app's history is kept; `nil` keeps the server's. Only a value shorter than the server's
     /// retention makes a difference.
     public var retentionDays: Int?
+    /// How the app's phones prove who their user is (user tokens); off by default.
+    public var identity: IdentitySettings
 
     /// The values `retentionDays` may take: a day to a hundred years.
     public static let retentionDaysRange = 1...36_500
@@ -78,7 +80,7 @@ public struct AppDefinition: Sendable, Equatable {
     /// Creates an app.
     public init(
         id: String, name: String, apns: APNsCredentials? = nil, webhook: WebhookEndpoint? = nil,
-        rateLimitPerSecond: Int? = nil, retentionDays: Int? = nil
+        rateLimitPerSecond: Int? = nil, retentionDays: Int? = nil, identity: IdentitySettings = .off
     ) {
         self.id = id
         self.name = name
@@ -86,15 +88,38 @@ public struct AppDefinition: Sendable, Equatable {
         self.webhook = webhook
         self.rateLimitPerSecond = rateLimitPerSecond
         self.retentionDays = retentionDays
+        self.identity = identity
     }
 
-    static let serverOwned: Set<String> = ["createdAt", "updatedAt", "ingestKey", "ingestKeys", "webhookSecret"]
+    /// What decoding an app's definition produced: the app, and the secrets generated for it, which the
+    /// answer shows once.
+    public struct Decoded: Sendable {
+        /// The app.
+        public var app: AppDefinition
+        /// The webhook signing secret generated for a webhook given without one.
+        public var generatedWebhookSecret: String?
+        /// The HS256 secrets generated for new identity keys, by `kid`.
+        public var generatedIdentitySecrets: [String: String] = [:]
+
+        /// The secrets as members of the answer (`webhookSecret`, `identitySecrets`), to merge into it.
+        public var answerMembers: JSONObject {
+            var members = JSONObject()
+            if let generatedWebhookSecret { members["webhookSecret"] = .string(generatedWebhookSecret) }
+            if !generatedIdentitySecrets.isEmpty {
+                members["identitySecrets"] = .object(
+                    JSONObject(generatedIdentitySecrets.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
+            }
+            return members
+        }
+    }
+
+    static let serverOwned: Set<String> = [
+        "createdAt", "updatedAt", "ingestKey", "ingestKeys", "webhookSecret", "identitySecrets",
+    ]
 
     /// Decodes a `POST /v1/apps` body. A webhook without `secret` gets a generated one, returned
     /// as `generatedWebhookSecret` so the answer can show it once.
-    public static func decodeCreate(_ body: JSONValue) throws(ValidationFailure) -> (
-        app: AppDefinition, generatedWebhookSecret: String?
-    ) {
+    public static func decodeCreate(_ body: JSONValue) throws(ValidationFailure) -> Decoded {
         var diagnostics = Diagnostics()
         guard var reader = ObjectReader.root(body, &diagnostics) else {
             try diagnostics.check()
@@ -117,20 +142,23 @@ public struct AppDefinition: Sendable, Equatable {
         }
         let rate = reader.integer("rateLimitPerSecond", in: 1...1_000_000, &diagnostics)
         let retention = reader.integer("retentionDays", in: retentionDaysRange, &diagnostics)
+        let identity = reader.object("identity", &diagnostics).flatMap {
+            IdentitySettings.decode($0, existing: nil, &diagnostics)
+        }
         reader.reportUnknown(&diagnostics, serverOwned: serverOwned)
         try diagnostics.check()
         let app = AppDefinition(
             id: id ?? "", name: name ?? id ?? "", apns: apns, webhook: webhook, rateLimitPerSecond: rate,
-            retentionDays: retention)
-        return (app, generated)
+            retentionDays: retention, identity: identity?.settings ?? .off)
+        return Decoded(
+            app: app, generatedWebhookSecret: generated, generatedIdentitySecrets: identity?.generated ?? [:])
     }
 
     /// Applies a `PATCH /v1/apps/{app}` body: members present replace, `null` removes `apns`,
-    /// `webhook`, `rateLimitPerSecond` or `retentionDays`; inside `apns` and `webhook` members merge, so
-    /// a secret need not be sent again. `id` cannot change.
-    public func applyingPatch(_ body: JSONValue) throws(ValidationFailure) -> (
-        app: AppDefinition, generatedWebhookSecret: String?
-    ) {
+    /// `webhook`, `rateLimitPerSecond` or `retentionDays` (and turns `identity` off); inside `apns`,
+    /// `webhook` and `identity` members merge, so a secret need not be sent again (`identity.keys`, when
+    /// present, is the whole list; an HS256 key keeps its secret by `kid`). `id` cannot change.
+    public func applyingPatch(_ body: JSONValue) throws(ValidationFailure) -> Decoded {
         var diagnostics = Diagnostics()
         guard var reader = ObjectReader.root(body, &diagnostics) else {
             try diagnostics.check()
@@ -182,9 +210,22 @@ public struct AppDefinition: Sendable, Equatable {
                 patched.retentionDays = reader.integer("retentionDays", in: Self.retentionDaysRange, &diagnostics)
             }
         }
+        var generatedIdentity: [String: String] = [:]
+        if let value = reader.raw("identity") {
+            if value.isNull {
+                patched.identity = .off
+            } else if let object = value.objectValue {
+                if let decoded = IdentitySettings.decode(object, existing: identity, &diagnostics) {
+                    patched.identity = decoded.settings
+                    generatedIdentity = decoded.generated
+                }
+            } else {
+                diagnostics.wrongType("/identity", expected: "an object or null")
+            }
+        }
         reader.reportUnknown(&diagnostics, serverOwned: Self.serverOwned)
         try diagnostics.check()
-        return (patched, generated)
+        return Decoded(app: patched, generatedWebhookSecret: generated, generatedIdentitySecrets: generatedIdentity)
     }
 
     static func decodeAPNs(

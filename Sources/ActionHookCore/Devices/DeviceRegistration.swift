@@ -45,15 +45,20 @@ public struct DeviceRegistration: Sendable, Equatable {
         return hasUpperCase ? text.lowercased() : text
     }
 
-    /// Decodes and validates a registration body; every problem is reported with its pointer.
-    public static func decode(_ body: JSONValue) throws(ValidationFailure) -> DeviceRegistration {
+    /// Decodes and validates a registration body; every problem is reported with its pointer. The app's own
+    /// registration (`userFromToken`) names no `user`: its user is the one its user token proves.
+    public static func decode(_ body: JSONValue, userFromToken: Bool) throws(ValidationFailure) -> DeviceRegistration {
         var diagnostics = Diagnostics()
         guard var reader = ObjectReader.root(body, &diagnostics) else {
             try diagnostics.check()
             preconditionFailure("a non-object body is always a shape error")
         }
         let user = reader.string("user", &diagnostics)
-        if let user, !SendUser.isValid(user) { diagnostics.invalid("/user", "must be 1 to 64 characters") }
+        if userFromToken, reader.has("user") {
+            diagnostics.invalid("/user", "is not accepted here: the user is the one the user token proves")
+        } else if let user, !SendUser.isValid(user) {
+            diagnostics.invalid("/user", "must be 1 to 64 characters")
+        }
         let platform = reader.string("platform", &diagnostics) ?? "ios"
         if !platforms.contains(platform) { diagnostics.invalid("/platform", "must be ios") }
         let environment = reader.string("environment", &diagnostics)

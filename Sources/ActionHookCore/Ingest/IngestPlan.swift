@@ -229,14 +229,19 @@ public struct IngestPlan: Sendable {
             }
         }
         let unanswered = notification.map { !$0.answered } ?? false
+        // A device the send reached as a user answers for that user only: a reply proving another user
+        // (the device moved to them since) is stored but answers nothing.
+        let answeredByItsUser =
+            notification.map { $0.deviceUser == nil || response.user == nil || $0.deviceUser == response.user } ?? true
         answersNotification =
-            unanswered && ![.expired, .superseded, .snoozed, .snoozeLimitReached].contains(outcome)
+            unanswered && answeredByItsUser
+            && ![.expired, .superseded, .snoozed, .snoozeLimitReached].contains(outcome)
         if answersNotification, let notification {
             planned += notification.answerFollowUps(
                 response,
                 view: StoredResponseView(
                     id: responseID, response: response, receivedAt: receivedAt, outcome: outcome,
-                    ruleId: decision.rule?.id, subject: decision.subject))
+                    ruleId: decision.rule?.id, subject: decision.subject, deviceUser: notification.deviceUser))
         }
         self.outcome = outcome
         followUps = planned.map {
@@ -260,6 +265,7 @@ public struct IngestPlan: Sendable {
             body["notificationId"] = .string(notification.id.lowercasedString)
             body["recipient"] = notification.recipient.map(JSONValue.string) ?? .null
         }
+        body["user"] = StoredResponseView.userJSON(verified: response.user, deviceUser: notification?.deviceUser)
         // What the 410 tells the client, replayed with it.
         if lateForNotification, let expiresAt = notification?.expiresAt {
             body["expiresAt"] = .string(Timestamp.format(expiresAt))

@@ -25,6 +25,9 @@ public struct NotificationResponse: Sendable, Equatable {
     public var responseId: String?
     /// When the person answered, by the device's clock (to the millisecond).
     public var respondedAt: Date?
+    /// The user the reply's user token proved (its verified `sub`). Never read from the body: the server
+    /// sets it after verifying `ActionHook-User-Token`; nil when the reply carried no token.
+    public var user: String?
 
     /// Creates a response from its parts, as they are (no normalisation).
     public init(

@@ -14,12 +14,15 @@ public struct StoredResponseView: Sendable, Equatable {
     public var ruleId: String?
     /// What the response is about, if its category names a subject key.
     public var subject: String?
+    /// The user the send reached the replying device as, shown unverified when the reply proved no user.
+    public var deviceUser: String?
 
     /// Creates a view from its parts.
     public init(
         id: UUID, response: NotificationResponse, receivedAt: Date, outcome: Outcome, ruleId: String?,
-        subject: String?
+        subject: String?, deviceUser: String? = nil
     ) {
+        self.deviceUser = deviceUser
         self.id = id
         self.response = response
         self.receivedAt = receivedAt
@@ -29,8 +32,8 @@ public struct StoredResponseView: Sendable, Equatable {
     }
 
     /// `{"id", "actionIdentifier", "userText", "categoryIdentifier", "notificationIdentifier", "userInfo",
-    /// "deviceToken", "responseId", "respondedAt", "receivedAt", "outcome", "ruleId", "subject"}`, every member
-    /// present (`null` when absent), ids lowercase, times RFC 3339 UTC with milliseconds.
+    /// "deviceToken", "responseId", "respondedAt", "receivedAt", "outcome", "ruleId", "subject", "user"}`, every
+    /// member present (`null` when absent), ids lowercase, times RFC 3339 UTC with milliseconds.
     public var json: JSONValue {
         var object: JSONObject = ["id": .string(id.lowercasedString)]
         for member in response.json.objectValue?.members ?? [] {
@@ -40,6 +43,15 @@ public struct StoredResponseView: Sendable, Equatable {
         object["outcome"] = .string(outcome.rawValue)
         object["ruleId"] = ruleId.map(JSONValue.string) ?? .null
         object["subject"] = subject.map(JSONValue.string) ?? .null
+        object["user"] = Self.userJSON(verified: response.user, deviceUser: deviceUser)
         return .object(object)
+    }
+
+    /// `{"id", "verified"}`: the user the reply's token proved (`verified: true`), else the user the send
+    /// reached the replying device as (`verified: false`), else `null`.
+    public static func userJSON(verified: String?, deviceUser: String?) -> JSONValue {
+        if let verified { return .object(["id": .string(verified), "verified": .bool(true)]) }
+        if let deviceUser { return .object(["id": .string(deviceUser), "verified": .bool(false)]) }
+        return .null
     }
 }

@@ -121,7 +121,7 @@ public enum RuleEngine {
                     ?? defaultWebhookBody(
                         StoredResponseView(
                             id: responseID, response: response, receivedAt: receivedAt, outcome: outcome,
-                            ruleId: rule.id, subject: subject))
+                            ruleId: rule.id, subject: subject, deviceUser: notification?.deviceUser))
                 payload = .object(["url": followUp.url.map(JSONValue.string) ?? .null, "body": body])
             case .apns:
                 var object: JSONObject = [

@@ -11,15 +11,20 @@ public struct RuleMatch: Sendable, Equatable {
     public var userInfo: [Condition]
     /// When true, the response must carry non-blank `userText`; false or nil accepts any.
     public var userTextRequired: Bool?
+    /// When true, the response must come with a verified user token; when false, without one; nil accepts
+    /// any (JSON `"user": {"verified": …}`).
+    public var userVerified: Bool?
 
     /// Creates a match; with no arguments it matches every response.
     public init(
-        category: String? = nil, actions: [String]? = nil, userInfo: [Condition] = [], userTextRequired: Bool? = nil
+        category: String? = nil, actions: [String]? = nil, userInfo: [Condition] = [], userTextRequired: Bool? = nil,
+        userVerified: Bool? = nil
     ) {
         self.category = category
         self.actions = actions
         self.userInfo = userInfo
         self.userTextRequired = userTextRequired
+        self.userVerified = userVerified
     }
 
     /// Whether `response` meets every part of the match.
@@ -29,6 +34,7 @@ public struct RuleMatch: Sendable, Equatable {
         if userTextRequired == true {
             guard let text = response.userText, !text.isBlank else { return false }
         }
+        if let userVerified, userVerified != (response.user != nil) { return false }
         return userInfo.allSatisfy { $0.holds(in: response.userInfo) }
     }
 
@@ -40,6 +46,7 @@ public struct RuleMatch: Sendable, Equatable {
         if let actions { object["action"] = .array(actions.map(JSONValue.string)) }
         if !userInfo.isEmpty { object["userInfo"] = .array(userInfo.map(\.json)) }
         if let userTextRequired { object["userText"] = .object(["required": .bool(userTextRequired)]) }
+        if let userVerified { object["user"] = .object(["verified": .bool(userVerified)]) }
         return .object(object)
     }
 
@@ -95,8 +102,15 @@ public struct RuleMatch: Sendable, Equatable {
             userTextRequired = textReader.bool("required", &diagnostics)
             textReader.reportUnknown(&diagnostics)
         }
+        var userVerified: Bool?
+        if let user = reader.object("user", &diagnostics) {
+            var userReader = ObjectReader(user, at: reader.pointer("user"))
+            userVerified = userReader.bool("verified", &diagnostics)
+            userReader.reportUnknown(&diagnostics)
+        }
         reader.reportUnknown(&diagnostics)
         return RuleMatch(
-            category: category, actions: actions, userInfo: conditions, userTextRequired: userTextRequired)
+            category: category, actions: actions, userInfo: conditions, userTextRequired: userTextRequired,
+            userVerified: userVerified)
     }
 }

@@ -252,6 +252,8 @@ public struct BoundNotification: Sendable, Equatable {
     public var device: Int?
     /// The replying device's recipient label.
     public var recipient: String?
+    /// The user the send reached the replying device as (a `to` user), nil for a device named by token.
+    public var deviceUser: String?
     /// The devices the send named itself (read only when a replacement is asked for): an answer replaces
     /// the notification on these; devices an escalation added are left alone, since they may never have
     /// been sent anything.
@@ -264,9 +266,10 @@ public struct BoundNotification: Sendable, Equatable {
     public init(
         id: UUID, answers: AnswerPolicy, expiresAt: Date?, answered: Bool, collapseId: String, category: String?,
         subject: String?, createdAt: Date, events: [String], replacement: JSONObject?, device: Int?,
-        recipient: String?, devices: [SendDevice], push: JSONObject? = nil
+        recipient: String?, devices: [SendDevice], push: JSONObject? = nil, deviceUser: String? = nil
     ) {
         self.push = push
+        self.deviceUser = deviceUser
         self.id = id
         self.answers = answers
         self.expiresAt = expiresAt

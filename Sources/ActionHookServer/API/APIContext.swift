@@ -23,6 +23,8 @@ struct APIContext: Sendable {
     let adminTokens: AdminTokenStore
     let stats: StatsStore
     let auth: Authenticator
+    /// The users phones prove with their user tokens.
+    let identities = UserIdentities()
     let cache: AppCache
     let limits: IngestLimits
     let rateLimits: IngestRateLimits

@@ -14,6 +14,20 @@ struct APIError: Error {
             status: 401, title: "Unauthorized", detail: "A valid bearer credential is required for this route."),
         headers: ["WWW-Authenticate": "Bearer"])
 
+    /// A request the app's identity mode (`required`) refuses without a user token.
+    static let userTokenRequired = APIError(
+        problem: ProblemDetails(
+            status: 401, title: "User Token Required",
+            detail: "This app requires a user token: send the one its backend signed in ActionHook-User-Token."),
+        headers: ["WWW-Authenticate": #"Bearer error="invalid_token""#])
+
+    /// A user token that did not verify; the detail names the check that failed, never the token.
+    static func invalidUserToken(_ refusal: UserTokenRefusal) -> APIError {
+        APIError(
+            problem: ProblemDetails(status: 401, title: "Invalid User Token", detail: refusal.description),
+            headers: ["WWW-Authenticate": #"Bearer error="invalid_token""#])
+    }
+
     static func forbidden(_ detail: String) -> APIError {
         APIError(problem: ProblemDetails(status: 403, title: "Forbidden", detail: detail))
     }

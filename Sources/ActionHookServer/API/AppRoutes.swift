@@ -10,13 +10,14 @@ extension APIContext {
         router.add(
             .post, "/v1/apps",
             admin { request in
-                let (app, generatedSecret) = try AppDefinition.decodeCreate(try request.jsonBody())
+                let decoded = try AppDefinition.decodeCreate(try request.jsonBody())
+                let app = decoded.app
                 try app.checkRetention(idempotencyWindowHours: idempotencyTTLHours)
                 try checkWebhookTargets([("/webhook/url", app.webhook?.url)])
                 let (stored, key) = try apps.create(app)
                 guard case .object(var answer) = stored.json else { return .json(201, stored.json) }
                 answer["ingestKey"] = key.json
-                if let generatedSecret { answer["webhookSecret"] = .string(generatedSecret) }
+                for (name, secret) in decoded.answerMembers.members { answer[name] = secret }
                 return .json(201, .object(answer), headers: ["Location": "/v1/apps/\(app.id)"])
             })
         router.add(
@@ -36,19 +37,19 @@ extension APIContext {
             .patch, "/v1/apps/{app}",
             appAdmin { request, appID in
                 let body = try request.jsonBody()
-                var generatedSecret: String?
+                var generated = JSONObject()
                 let updated = try apps.update(appID) { current in
-                    let (patched, generated) = try current.applyingPatch(body)
-                    try patched.checkRetention(idempotencyWindowHours: idempotencyTTLHours)
-                    try checkWebhookTargets([("/webhook/url", patched.webhook?.url)])
-                    generatedSecret = generated
-                    return patched
+                    let decoded = try current.applyingPatch(body)
+                    try decoded.app.checkRetention(idempotencyWindowHours: idempotencyTTLHours)
+                    try checkWebhookTargets([("/webhook/url", decoded.app.webhook?.url)])
+                    generated = decoded.answerMembers
+                    return decoded.app
                 }
                 cache.invalidate(appID: appID)
-                guard let generatedSecret, case .object(var answer) = updated.json else {
+                guard !generated.isEmpty, case .object(var answer) = updated.json else {
                     return .json(200, updated.json)
                 }
-                answer["webhookSecret"] = .string(generatedSecret)
+                for (name, secret) in generated.members { answer[name] = secret }
                 return .json(200, .object(answer))
             })
         router.add(

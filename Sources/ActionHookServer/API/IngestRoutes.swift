@@ -3,10 +3,43 @@ import ActionHookStore
 import Foundation
 import MicroHTTPD
 
-/// `POST /v1/responses` and `GET /v1/categories`: the routes the iOS app calls with its ingest key.
+/// `POST /v1/responses`, `GET /v1/categories` and `PUT`/`DELETE /v1/devices/{deviceToken}`: the routes the iOS
+/// app calls with its ingest key (and, when the app verifies identity, its user token).
 extension APIContext {
     func registerIngestRoutes(in router: inout Router) {
         router.add(Route(.post, "/v1/responses", handler: .deferred(ingest)))
+        router.add(
+            .put, "/v1/devices/{deviceToken}",
+            endpoint { request in
+                let principal = try auth.requireIngestKey(request)
+                let user = try identities.user(of: request, principal: principal)
+                let token = try deviceTokenParameter(request)
+                try rateLimits.check(appID: principal.appID, appRate: principal.rateLimitPerSecond, deviceToken: token)
+                var registration = try DeviceRegistration.decode(try request.jsonBody(), userFromToken: true)
+                registration.user = user?.id
+                // Without a user token the app cannot take a device away from the user it is registered to.
+                guard
+                    let device = try devices.register(
+                        appID: principal.appID, token: token, registration, keepingOwner: user == nil)
+                else {
+                    throw APIError.conflict(
+                        "This device is registered to a user; register it with that user's token (ActionHook-User-Token)."
+                    )
+                }
+                return .json(200, device)
+            })
+        router.add(
+            .delete, "/v1/devices/{deviceToken}",
+            endpoint { request in
+                let principal = try auth.requireIngestKey(request)
+                let user = try identities.user(of: request, principal: principal)
+                let token = try deviceTokenParameter(request)
+                try rateLimits.check(appID: principal.appID, appRate: principal.rateLimitPerSecond, deviceToken: token)
+                guard try devices.signOut(appID: principal.appID, token: token, user: user?.id) else {
+                    throw APIError.notFound("device")
+                }
+                return .noContent
+            })
         router.add(
             .get, "/v1/categories",
             endpoint { request in
@@ -73,8 +106,10 @@ extension APIContext {
     /// Everything ingest decides before the database: key, body, limits, rules.
     func ingestItem(_ request: HTTPRequest) throws -> IngestItem {
         let principal = try auth.requireIngestKey(request)
+        let user = try identities.user(of: request, principal: principal)
         let body = try request.jsonBody()
-        let response = try NotificationResponse.decode(body, limits: limits, sourceByteCount: request.body.count)
+        var response = try NotificationResponse.decode(body, limits: limits, sourceByteCount: request.body.count)
+        response.user = user?.id
         try rateLimits.check(
             appID: principal.appID, appRate: principal.rateLimitPerSecond, deviceToken: response.deviceToken)
         var item = IngestItem(

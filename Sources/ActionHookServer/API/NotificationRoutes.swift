@@ -52,15 +52,11 @@ extension APIContext {
         router.add(
             .put, "/v1/apps/{app}/devices/{deviceToken}",
             sender { request, appID in
-                guard let token = DeviceRegistration.token(request.parameter("deviceToken")) else {
-                    throw ValidationFailure.invalid([
-                        FieldError(
-                            pointer: "/deviceToken",
-                            detail: "must be hexadecimal with an even length of 16 to 200 characters")
-                    ])
-                }
-                let registration = try DeviceRegistration.decode(try request.jsonBody())
-                return .json(200, try devices.register(appID: appID, token: token, registration))
+                let token = try deviceTokenParameter(request)
+                let registration = try DeviceRegistration.decode(try request.jsonBody(), userFromToken: false)
+                guard let device = try devices.register(appID: appID, token: token, registration, keepingOwner: false)
+                else { preconditionFailure("a registration that may take the device always stores it") }
+                return .json(200, device)
             })
         router.add(
             .get, "/v1/apps/{app}/devices",
@@ -88,6 +84,17 @@ extension APIContext {
                 }
                 return .json(200, receipt)
             })
+    }
+
+    /// The path's `deviceToken`, lowercased; 422 when it is not a device token.
+    func deviceTokenParameter(_ request: HTTPRequest) throws -> String {
+        guard let token = DeviceRegistration.token(request.parameter("deviceToken")) else {
+            throw ValidationFailure.invalid([
+                FieldError(
+                    pointer: "/deviceToken", detail: "must be hexadecimal with an even length of 16 to 200 characters")
+            ])
+        }
+        return token
     }
 
     /// A handler for the send routes: the app's server key or the admin token, then the app must exist.
