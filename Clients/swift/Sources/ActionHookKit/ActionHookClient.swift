@@ -4,11 +4,12 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// An error of the category fetch.
+/// An error of the category fetch, the device registration or the sign-out.
 public enum ActionHookClientError: Error, Sendable, Equatable {
-    /// The server refused the request (for example 401: a wrong ingest key).
+    /// The server refused the request (for example 401: a wrong ingest key, or a user token refused twice).
     case refused(status: Int, problem: Problem)
-    /// The server could not be reached or failed, and no categories were kept from an earlier fetch.
+    /// The server could not be reached or failed (and, for the category fetch, no categories were kept from
+    /// an earlier fetch).
     case unavailable
 }
 
@@ -41,13 +42,16 @@ public final class ActionHookClient: Sendable {
         /// How long the system-run upload of a reply waits before it may start: the app's own send, under
         /// its background time, usually finishes first and cancels it.
         public var backgroundUploadDelay: TimeInterval
+        /// The APNs environment device registrations name; nil (the default) reads it from the app's
+        /// provisioning profile (`PushEnvironment(provisioningProfile:)`).
+        public var pushEnvironment: PushEnvironment?
 
         /// A configuration; the folder defaults to `Application Support/ActionHook`.
         public init(
             serverURL: URL, ingestKey: String, directory: URL? = nil, maxQueuedReplies: Int = 1_000,
             maxQueueAge: TimeInterval = 7 * 86_400, retry: RetryPolicy = RetryPolicy(),
             requestTimeout: TimeInterval = 30,
-            backgroundUploadDelay: TimeInterval = 20
+            backgroundUploadDelay: TimeInterval = 20, pushEnvironment: PushEnvironment? = nil
         ) {
             precondition(maxQueuedReplies > 0, "the queue must hold at least one reply")
             self.serverURL = serverURL
@@ -61,6 +65,7 @@ public final class ActionHookClient: Sendable {
             self.retry = retry
             self.requestTimeout = requestTimeout
             self.backgroundUploadDelay = backgroundUploadDelay
+            self.pushEnvironment = pushEnvironment
         }
 
         #if canImport(Darwin)
@@ -78,6 +83,7 @@ public final class ActionHookClient: Sendable {
     /// The on-device queue.
     public let queue: ReplyQueue
     private let sender: ReplySender
+    private let identity: UserIdentity
     private let state: Guarded<State>
     private let categoriesFile: URL
     private let deviceTokenFile: URL
@@ -94,12 +100,17 @@ public final class ActionHookClient: Sendable {
     ///   - backgroundUploads: the system's background transfers (`BackgroundURLSessionUploads` on Apple
     ///     platforms); each queued reply is also scheduled there, and finished uploads reconcile with the queue.
     ///   - backgroundActivity: background time while sending (`ApplicationBackgroundTasks` on iOS).
+    ///   - userTokenProvider: asked for the signed-in user's token when the client needs one (see
+    ///     `identify(userToken:)`); nil for an app without users.
     public init(
         configuration: Configuration, transport: any HTTPTransport = URLSessionTransport(),
         backgroundUploads: (any BackgroundUploading)? = nil, backgroundActivity: (any BackgroundActivity)? = nil,
-        onEvent: @escaping @Sendable (ActionHookEvent) -> Void = { _ in }
+        onEvent: @escaping @Sendable (ActionHookEvent) -> Void = { _ in },
+        userTokenProvider: UserTokenProvider? = nil
     ) throws {
         self.configuration = configuration
+        let identity = UserIdentity(provider: userTokenProvider)
+        self.identity = identity
         queue = try ReplyQueue(directory: configuration.directory.appendingPathComponent("queue", isDirectory: true))
         categoriesFile = configuration.directory.appendingPathComponent("categories.json")
         deviceTokenFile = configuration.directory.appendingPathComponent("device-token")
@@ -112,7 +123,7 @@ public final class ActionHookClient: Sendable {
         self.state = state
         sender = ReplySender(
             configuration: configuration, queue: queue, transport: transport, uploads: backgroundUploads,
-            activity: backgroundActivity, onEvent: onEvent,
+            activity: backgroundActivity, identity: identity, onEvent: onEvent,
             replyAgeLimit: { category in state.withLock { $0.categories?.category(category)?.maxReplyAgeSeconds } })
         backgroundUploads?.start { [sender] result in sender.reconcile(result) }
     }
@@ -146,6 +157,101 @@ public final class ActionHookClient: Sendable {
     /// waits with it. Uploads the system was given with the old key are cancelled; the app sends them now.
     public func updateIngestKey(_ key: String) {
         sender.updateIngestKey(key)
+    }
+
+    // MARK: Users
+
+    /// The user token held now (`ActionHook-User-Token`), if any.
+    public var userToken: String? {
+        identity.held
+    }
+
+    /// Sets the signed-in user's token, a JWT the app's backend signed (claims `sub`, `aud`, `exp`). Every
+    /// reply sent from now on, the device registration and the sign-out carry it. Before it expires (within 60
+    /// seconds of its `exp`, read without verifying it) and after the server refuses it, the client asks the
+    /// `userTokenProvider` for a new one. Ends a pause a refused user token caused.
+    public func identify(userToken: String) {
+        identity.identify(userToken)
+        sender.identityChanged()
+    }
+
+    /// Registers this device for the current user (anonymous without a token): `PUT /v1/devices/{hex}` with
+    /// the environment (`Configuration.pushEnvironment`, else the one `provisioningProfile` grants: see
+    /// `PushEnvironment(provisioningProfile:)`), the platform and `device`'s facts, and the user token. Keeps
+    /// the device token for the replies (`setDeviceToken`). A user-token 401 asks the provider for a new token
+    /// and tries once more.
+    ///
+    /// On iOS call `register(deviceToken:)` instead, which reads the facts and the profile itself.
+    ///
+    /// - Throws: `ActionHookClientError.refused` when the server refuses the registration,
+    ///   `.unavailable` when it cannot be reached or fails, or the provider's error.
+    public func register(deviceToken: Data, device: DeviceInfo, provisioningProfile: Data?) async throws {
+        let hex = DeviceToken.hex(deviceToken)
+        setDeviceToken(hex)
+        let environment = configuration.pushEnvironment ?? PushEnvironment(provisioningProfile: provisioningProfile)
+        let (data, response) = try await deviceRequest(
+            "PUT", hex: hex, body: device.registrationBody(environment: environment))
+        try check(response, data, accepting: [200, 201])
+    }
+
+    /// Signs the user out on this device: `DELETE /v1/devices/{hex}` with the current user token (the device
+    /// stops receiving the user's notifications), then forgets the token, also when the request failed. The
+    /// provider is not asked again until `identify(userToken:)`; replies sent from now on carry no user token.
+    /// Without a device token only the token is forgotten.
+    ///
+    /// - Throws: `ActionHookClientError.refused` or `.unavailable` when the server did not remove the device
+    ///   (a 404, the device already gone or not this user's, is not an error), or the provider's error.
+    public func signOut() async throws {
+        defer {
+            identity.signOut()
+            sender.identityChanged()
+        }
+        guard let hex = deviceToken else { return }
+        let (data, response) = try await deviceRequest("DELETE", hex: hex, body: nil)
+        try check(response, data, accepting: [200, 204, 404])
+    }
+
+    /// Sends a request to `/v1/devices/{hex}` with the ingest key and the current user token; a user-token 401
+    /// asks the provider for a new token and sends once more with it.
+    private func deviceRequest(_ method: String, hex: String, body: Data?) async throws -> (Data, HTTPURLResponse) {
+        var token = try await identity.current()
+        var refreshed = false
+        while true {
+            var request = URLRequest(url: configuration.serverURL.appendingPathComponent("v1/devices/\(hex)"))
+            request.httpMethod = method
+            request.timeoutInterval = configuration.requestTimeout
+            request.setValue("Bearer " + ingestKey, forHTTPHeaderField: "Authorization")
+            request.setValue("application/json", forHTTPHeaderField: "Accept")
+            if let token { request.setValue(token, forHTTPHeaderField: UserToken.headerName) }
+            if let body {
+                request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+                request.httpBody = body
+            }
+            let answer: (Data, HTTPURLResponse)
+            do {
+                answer = try await sender.transport.send(request)
+            } catch {
+                throw ActionHookClientError.unavailable
+            }
+            guard answer.1.statusCode == 401, !refreshed, problem(in: answer.0).refusesUserToken,
+                case .changed(let next) = await identity.refresh(after: token)
+            else { return answer }
+            token = next
+            refreshed = true
+        }
+    }
+
+    private func check(_ response: HTTPURLResponse, _ data: Data, accepting statuses: Set<Int>) throws {
+        let status = response.statusCode
+        if statuses.contains(status) { return }
+        if (400..<500).contains(status) && status != 408 && status != 429 {
+            throw ActionHookClientError.refused(status: status, problem: problem(in: data))
+        }
+        throw ActionHookClientError.unavailable
+    }
+
+    private func problem(in data: Data) -> Problem {
+        (try? JSONDecoder().decode(Problem.self, from: data)) ?? Problem()
     }
 
     // MARK: Forwarding

@@ -22,6 +22,9 @@ public enum ActionHookEvent: Sendable, Equatable {
     case notQueued(responseId: String)
     /// The server refused the ingest key (401: revoked or mistyped). Every reply stays queued and nothing is
     /// sent until the app sets a key with `updateIngestKey(_:)`. Reported once per pause.
+    ///
+    /// Also when it refused the user token twice, the second time after the token provider gave a new one
+    /// (`problem.refusesUserToken`): then `identify(userToken:)` or `signOut()` ends the pause as well.
     case paused(status: Int, problem: Problem)
     /// A file in the queue held no reply (empty, truncated, or not a reply's JSON). It was moved to
     /// `queue/damaged/`, is not tried again, and is reported once.

@@ -12,6 +12,7 @@ final class ReplySender: Sendable {
     let transport: any HTTPTransport
     private let uploads: (any BackgroundUploading)?
     private let activity: (any BackgroundActivity)?
+    private let identity: UserIdentity
     private let onEvent: @Sendable (ActionHookEvent) -> Void
     /// The `maxReplyAgeSeconds` of a category, from the categories kept on disk.
     private let replyAgeLimit: @Sendable (String) -> Int?
@@ -33,8 +34,11 @@ final class ReplySender: Sendable {
         var retryAt: [UInt64: Date] = [:]
         /// The reply being sent now; the cap never drops it (it may already be stored).
         var sending: UInt64?
-        /// The server refused the key: nothing is sent until `updateIngestKey`.
+        /// The server refused the key: nothing is sent until `updateIngestKey` (or, when it refused the user
+        /// token, until the app changes the user).
         var paused = false
+        /// The pause is the user token's: `identify` and `signOut` end it too.
+        var pausedForUserToken = false
         /// What the path monitor said last; nil while nobody said.
         var networkAvailable: Bool?
         var activity: BackgroundActivityToken?
@@ -43,7 +47,7 @@ final class ReplySender: Sendable {
 
     init(
         configuration: ActionHookClient.Configuration, queue: ReplyQueue, transport: any HTTPTransport,
-        uploads: (any BackgroundUploading)?, activity: (any BackgroundActivity)?,
+        uploads: (any BackgroundUploading)?, activity: (any BackgroundActivity)?, identity: UserIdentity,
         onEvent: @escaping @Sendable (ActionHookEvent) -> Void, replyAgeLimit: @escaping @Sendable (String) -> Int?
     ) {
         self.configuration = configuration
@@ -51,6 +55,7 @@ final class ReplySender: Sendable {
         self.transport = transport
         self.uploads = uploads
         self.activity = activity
+        self.identity = identity
         self.onEvent = onEvent
         self.replyAgeLimit = replyAgeLimit
         state = Guarded(State(ingestKey: configuration.ingestKey))
@@ -82,11 +87,24 @@ final class ReplySender: Sendable {
         state.withLock { state in
             state.ingestKey = key
             state.paused = false
+            state.pausedForUserToken = false
             state.attempts = [:]
             state.retryAt = [:]
         }
         // Uploads the system holds carry the old key; the loop sends their replies now.
         uploads?.cancelAll(except: [])
+        kick()
+    }
+
+    /// The app set a user token or signed out: a pause the user token caused ends, and what waits is sent.
+    func identityChanged() {
+        state.withLock { state in
+            guard state.paused, state.pausedForUserToken else { return }
+            state.paused = false
+            state.pausedForUserToken = false
+            state.attempts = [:]
+            state.retryAt = [:]
+        }
         kick()
     }
 
@@ -187,7 +205,7 @@ final class ReplySender: Sendable {
         uploads.schedule(
             BackgroundUpload(
                 name: entry.fileName, file: queue.url(of: entry.sequence), url: ingestURL,
-                headers: headers(for: entry.reply, key: ingestKey),
+                headers: headers(for: entry.reply, key: ingestKey, userToken: identity.held),
                 earliestBeginDate: now.addingTimeInterval(configuration.backgroundUploadDelay)))
     }
 
@@ -260,6 +278,8 @@ final class ReplySender: Sendable {
     /// Sends queued replies in order until the queue is empty or one must wait.
     private func pass() async -> Step {
         trimToCap()
+        // The reply last retried with a new user token after a user-token 401: a second one pauses.
+        var refreshedFor: UInt64?
         while true {
             if Task.isCancelled { return .stopped }
             if state.withLock({ $0.paused }) { return .paused }
@@ -278,9 +298,21 @@ final class ReplySender: Sendable {
                 entry = loaded
                 body = data
             }
+            let responseId = entry.reply.responseId
             if let reason = dropReason(entry) {
-                drop(sequence, responseId: entry.reply.responseId, reason)
+                drop(sequence, responseId: responseId, reason)
                 continue
+            }
+            let userToken: String?
+            do {
+                userToken = try await identity.current()
+            } catch {
+                // The provider failed (its backend unreachable, most likely): tried again as after a network error.
+                let early = state.withLock { state -> Bool in
+                    defer { state.early = false }
+                    return state.early
+                }
+                return retry(sequence, responseId: responseId, status: nil, retryAfter: nil, early: early)
             }
             switch queue.claim(sequence, lease: configuration.requestTimeout + 5) {
             case .heldElsewhere(let until):
@@ -292,15 +324,15 @@ final class ReplySender: Sendable {
             case .claimed:
                 break
             }
+            let generation = identity.generation
             let (early, key) = state.withLock { state -> (Bool, String) in
                 defer { state.early = false }
                 state.claimPoll = Self.firstClaimPoll
                 state.sending = sequence
                 return (state.early, state.ingestKey)
             }
-            let outcome = await send(body, reply: entry.reply, key: key)
+            let outcome = await send(body, reply: entry.reply, key: key, userToken: userToken)
             state.withLock { $0.sending = nil }
-            let responseId = entry.reply.responseId
             switch outcome {
             case .delivered(let status):
                 finish(sequence, .delivered(responseId: responseId, status: status))
@@ -308,10 +340,23 @@ final class ReplySender: Sendable {
                 finish(sequence, .refused(responseId: responseId, status: status, problem: problem))
             case .keyRefused(let problem):
                 queue.release(sequence)
+                if problem.refusesUserToken, refreshedFor != sequence {
+                    // The user token was refused: a new one from the provider is tried once before pausing.
+                    refreshedFor = sequence
+                    switch await identity.refresh(after: userToken) {
+                    case .changed: continue
+                    case .failed:
+                        return retry(sequence, responseId: responseId, status: nil, retryAfter: nil, early: early)
+                    case .unchanged: break
+                    }
+                }
                 let (changed, first) = state.withLock { state -> (Bool, Bool) in
-                    // A key set while this request was out is tried before pausing.
-                    guard state.ingestKey == key else { return (true, false) }
-                    defer { state.paused = true }
+                    // A key or a user set while this request was out is tried before pausing.
+                    guard state.ingestKey == key, identity.generation == generation else { return (true, false) }
+                    defer {
+                        state.paused = true
+                        state.pausedForUserToken = problem.refusesUserToken
+                    }
                     return (false, !state.paused)
                 }
                 if changed { continue }
@@ -319,26 +364,34 @@ final class ReplySender: Sendable {
                 return .paused
             case .retry(let status, let retryAfter):
                 queue.release(sequence)
-                if Task.isCancelled { return .stopped }
-                let now = Date()
-                let (attempt, delay) = state.withLock { state -> (Int, TimeInterval) in
-                    // An early attempt (the app forwarded again, the network came back) that meets the same
-                    // network error does not count: the schedule it interrupted stands.
-                    if early, status == nil, let due = state.retryAt[sequence], due > now,
-                        let attempt = state.attempts[sequence]
-                    {
-                        return (attempt, due.timeIntervalSince(now))
-                    }
-                    let attempt = state.attempts[sequence, default: 0] + 1
-                    let delay = configuration.retry.delay(attempt: attempt, retryAfter: retryAfter)
-                    state.attempts[sequence] = attempt
-                    state.retryAt[sequence] = now.addingTimeInterval(delay)
-                    return (attempt, delay)
-                }
-                onEvent(.retrying(responseId: responseId, attempt: attempt, status: status, delay: delay))
-                return .wait(delay, interruptible: status == nil)
+                return retry(sequence, responseId: responseId, status: status, retryAfter: retryAfter, early: early)
             }
         }
+    }
+
+    /// Schedules the next attempt of a reply that failed (`status` nil: no answer), reports `.retrying` and
+    /// answers the wait.
+    private func retry(_ sequence: UInt64, responseId: String, status: Int?, retryAfter: TimeInterval?, early: Bool)
+        -> Step
+    {
+        if Task.isCancelled { return .stopped }
+        let now = Date()
+        let (attempt, delay) = state.withLock { state -> (Int, TimeInterval) in
+            // An early attempt (the app forwarded again, the network came back) that meets the same
+            // network error does not count: the schedule it interrupted stands.
+            if early, status == nil, let due = state.retryAt[sequence], due > now,
+                let attempt = state.attempts[sequence]
+            {
+                return (attempt, due.timeIntervalSince(now))
+            }
+            let attempt = state.attempts[sequence, default: 0] + 1
+            let delay = configuration.retry.delay(attempt: attempt, retryAfter: retryAfter)
+            state.attempts[sequence] = attempt
+            state.retryAt[sequence] = now.addingTimeInterval(delay)
+            return (attempt, delay)
+        }
+        onEvent(.retrying(responseId: responseId, attempt: attempt, status: status, delay: delay))
+        return .wait(delay, interruptible: status == nil)
     }
 
     /// Why a reply must not be sent any more, if so.
@@ -408,18 +461,22 @@ final class ReplySender: Sendable {
         configuration.serverURL.appendingPathComponent("v1/responses")
     }
 
-    private func headers(for reply: Reply, key: String) -> [String: String] {
-        [
+    private func headers(for reply: Reply, key: String, userToken: String?) -> [String: String] {
+        var headers = [
             "Authorization": "Bearer " + key, "Content-Type": "application/json",
             "Idempotency-Key": reply.responseId,
         ]
+        if let userToken { headers[UserToken.headerName] = userToken }
+        return headers
     }
 
-    private func send(_ body: Data, reply: Reply, key: String) async -> DeliveryOutcome {
+    private func send(_ body: Data, reply: Reply, key: String, userToken: String?) async -> DeliveryOutcome {
         var request = URLRequest(url: ingestURL)
         request.httpMethod = "POST"
         request.timeoutInterval = configuration.requestTimeout
-        for (name, value) in headers(for: reply, key: key) { request.setValue(value, forHTTPHeaderField: name) }
+        for (name, value) in headers(for: reply, key: key, userToken: userToken) {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
         request.httpBody = body
         do {
             let (answer, response) = try await transport.send(request)

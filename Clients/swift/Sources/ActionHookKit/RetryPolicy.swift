@@ -64,7 +64,8 @@ public enum DeliveryOutcome: Sendable, Equatable {
     /// A refusal of the reply itself that sending again cannot change: 400, 413, 415, 422 (its content) and
     /// 410 (it is too old for its rule). The reply leaves the queue.
     case refused(status: Int, problem: Problem)
-    /// 401: the ingest key was refused, not the reply. The queue keeps it and pauses until a new key is set.
+    /// 401: the ingest key (or, with `problem.refusesUserToken`, the user token) was refused, not the reply. The
+    /// queue keeps it and pauses until a new key is set (a user-token refusal first asks the token provider).
     case keyRefused(problem: Problem)
     /// Worth another try: a network error, a timeout, 5xx, 409 (the first send is still in flight), 429,
     /// and any other status. `retryAfter` is the server's `Retry-After`, in seconds.

@@ -1,7 +1,8 @@
-// A stand-in for the part of Apple's UIKit that ActionHookKit's background-time glue uses, for Linux only
-// (Package.swift declares it inside `#if os(Linux)`), with Apple's names and signatures (from the UIKit
-// reference: `UIApplication` is main-actor isolated, its background-task methods are `nonisolated`). The
-// additions are named `standIn…`: tests use them to play the system's part; the glue must never call them.
+// A stand-in for the part of Apple's UIKit that ActionHookKit's background-time and device-registration glue
+// uses, for Linux only (Package.swift declares it inside `#if os(Linux)`), with Apple's names and signatures (from
+// the UIKit reference: `UIApplication` and `UIDevice` are main-actor isolated, the background-task methods are
+// `nonisolated`). The additions are named `standIn…`: tests use them to play the system's part; the glue must
+// never call them.
 import Foundation
 
 public struct UIBackgroundTaskIdentifier: RawRepresentable, Hashable, Sendable {
@@ -40,6 +41,19 @@ open class UIApplication: UIResponder {
     public func standInExpire() {
         for handler in standIn.handlers { handler() }
     }
+}
+
+@MainActor
+open class UIDevice: NSObject {
+    private static let device = UIDevice()
+
+    open class var current: UIDevice { device }
+
+    /// The stand-in device is an iPhone.
+    open var model: String { "iPhone" }
+
+    /// The stand-in's system version.
+    open var systemVersion: String { "18.1" }
 }
 
 private final class StandInTasks: @unchecked Sendable {

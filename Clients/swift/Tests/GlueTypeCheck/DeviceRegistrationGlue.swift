@@ -1,0 +1,1 @@
+../../Sources/ActionHookKit/UIKit/DeviceRegistrationGlue.swift
