@@ -21,6 +21,8 @@
 #   actionhook-reject    a request ActionHook refuses with 422 before the database (P3)
 #   actionhook-unauthorized  the same body without a key, refused with 401 before parsing it: the
 #                        HTTP layer alone, to tell its cost from the validation's (no figure)
+#   actionhook-identity  the same requests to an app with identity `required` (ES256), each carrying the user
+#                        token of one of BENCH_CONNECTIONS users (P11: / actionhook, same run)
 #   actionhook-half      ActionHook paced at half its measured peak (P4), see bench/lua/ingest.lua
 #   actionhook-soak      ActionHook at full load for one long run of BENCH_SOAK seconds (P5's drift)
 # The load comes from wrk with bench/lua/ingest.lua. Server memory is read from /proc/PID/status
@@ -302,6 +304,29 @@ log "PostgreSQL $("$pg_bin/postgres" --version | awk '{ print $3 }') on port $pg
 admin_token="bench-admin-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 start_actionhook
 ingest_key="$(bash "$bench_dir/setup-app.sh" "http://127.0.0.1:$actionhook_port" "$admin_token" "$app_id")"
+if wants actionhook-identity; then
+    # The same app again, with identity required: its backend's ES256 key, and a token per user (as many
+    # users as connections, valid for the whole run), minted by the README's example.
+    identity_key="$(bash "$bench_dir/setup-app.sh" "http://127.0.0.1:$actionhook_port" "$admin_token" "$app_id-identity")"
+    openssl ecparam -name prime256v1 -genkey -noout -out "$raw/identity-private.pem" 2>/dev/null
+    openssl ec -in "$raw/identity-private.pem" -pubout -out "$raw/identity-public.pem" 2>/dev/null
+    python3 - "$raw/identity-public.pem" >"$raw/identity-patch.json" <<'PY'
+import json, sys
+pem = open(sys.argv[1]).read()
+print(json.dumps({"identity": {"mode": "required", "keys": [{"kid": "bench", "algorithm": "ES256", "publicKey": pem}]}}))
+PY
+    curl -fsS -o /dev/null -X PATCH -H "Authorization: Bearer $admin_token" -H "Content-Type: application/json" \
+        --data-binary "@$raw/identity-patch.json" "http://127.0.0.1:$actionhook_port/v1/apps/$app_id-identity"
+    "$repo_root/.build-tools/venv/bin/python3" - "$repo_root/examples/identity" "$raw/identity-private.pem" \
+        "$app_id-identity" "$connections" >"$raw/identity-tokens.txt" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from mint_user_token import mint_user_token
+key = open(sys.argv[2]).read()
+for user in range(int(sys.argv[4])):
+    print(mint_user_token(sys.argv[3], f"user-{user}", "bench", key, lifetime_seconds=6 * 3600))
+PY
+fi
 log "app '$app_id' set up: $(psql_bench -tAc "SELECT count(*) FROM categories WHERE app_id = '$app_id'") categories, $(psql_bench -tAc "SELECT count(*) FROM rules WHERE app_id = '$app_id'") rules"
 stop_server
 
@@ -384,8 +409,8 @@ if wants reference || wants reference-mixed; then
     stop_server
 fi
 
-if wants actionhook || wants actionhook-mixed || wants actionhook-reject || wants actionhook-unauthorized ||
-    wants actionhook-half || wants actionhook-soak; then
+if wants actionhook || wants actionhook-identity || wants actionhook-mixed || wants actionhook-reject ||
+    wants actionhook-unauthorized || wants actionhook-half || wants actionhook-soak; then
     log "--- ActionHook (release)"
     reset_tables
     start_actionhook
@@ -393,6 +418,15 @@ if wants actionhook || wants actionhook-mixed || wants actionhook-reject || want
         run_wrk actionhook "http://127.0.0.1:$actionhook_port/v1/responses" \
             BENCH_MODE=ingest BENCH_KEY="$ingest_key" BENCH_EXPECT=202
         log "actionhook stored: $(psql_bench -tAc "SELECT (SELECT count(*) FROM responses) || ' responses, ' ||
+            (SELECT count(*) FROM followups) || ' follow-ups'")"
+    fi
+    if wants actionhook-identity; then
+        reset_tables
+        run_wrk actionhook-identity "http://127.0.0.1:$actionhook_port/v1/responses" \
+            BENCH_MODE=ingest BENCH_KEY="$identity_key" BENCH_EXPECT=202 BENCH_USER_TOKENS="$raw/identity-tokens.txt"
+        log "actionhook-identity stored: $(psql_bench -tAc "SELECT (SELECT count(*) FROM responses) || ' responses (' ||
+            (SELECT count(*) FROM responses WHERE user_verified) || ' verified, ' ||
+            (SELECT count(DISTINCT user_id) FROM responses) || ' users), ' ||
             (SELECT count(*) FROM followups) || ' follow-ups'")"
     fi
     if wants actionhook-mixed; then

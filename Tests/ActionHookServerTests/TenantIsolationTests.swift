@@ -253,6 +253,8 @@ struct TenantIsolationTests {
 
         let publicRoutes: Set<String> = [
             "POST /v1/responses", "GET /v1/categories", "GET /healthz", "GET /readyz", "GET /metrics",
+            // The app registers and signs out its own device with its ingest key (IdentityTests).
+            "PUT /v1/devices/{deviceToken}", "DELETE /v1/devices/{deviceToken}",
             // The console's static files: the same for everyone, holding no data (its pages call the admin API).
             "GET /console", "GET /console/{asset}",
         ]

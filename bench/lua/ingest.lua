@@ -11,6 +11,9 @@
 --                  the device BENCH_TOKEN and bound to the notification BENCH_NOTIFICATION that was sent
 --                  to it (a rule with a snooze handler re-sends its push there when due).
 --   BENCH_KEY      the ingest key sent as the bearer token
+--   BENCH_USER_TOKENS  a file of user tokens, one per line (an app with identity `required`): each request
+--                  carries one in ActionHook-User-Token, in turn, each thread starting at its own, so every
+--                  user (as many as connections) keeps answering throughout the run
 --   BENCH_EXPECT   the status every answer must have (default 202); others are counted as errors
 --   BENCH_RATE     0 (default): closed loop, each connection sends as soon as it has its answer.
 --                  N > 0: paced to N requests/s in all; each thread hands out send slots 1/(N/threads)
@@ -33,6 +36,7 @@ local wrk_threads = tonumber(os.getenv("BENCH_THREADS") or "1")
 local nonce = os.getenv("BENCH_NONCE") or tostring(os.time())
 local out = os.getenv("BENCH_OUT")
 local fixed_token = os.getenv("BENCH_TOKEN")
+local user_tokens_file = os.getenv("BENCH_USER_TOKENS")
 
 -- setup() runs in the main Lua state, once per thread; done() reads the threads back from here.
 local threads = {}
@@ -57,9 +61,18 @@ local function now_ms()
     return tonumber(ts.tv_sec) * 1000 + tonumber(ts.tv_nsec) / 1e6
 end
 
+user_tokens = {}
+
 function init(args)
     if rate > 0 then
         interval_ms = 1000 / (rate / wrk_threads)
+    end
+    if user_tokens_file then
+        for line in io.lines(user_tokens_file) do
+            if #line > 0 then
+                table.insert(user_tokens, line)
+            end
+        end
     end
 end
 
@@ -103,6 +116,9 @@ function request()
     local device = id * 4096 + counter % 512
     local token = string.rep(string.format("%08x", device), 8)
     headers["Idempotency-Key"] = nonce .. "-" .. id .. "-" .. counter
+    if #user_tokens > 0 then
+        headers["ActionHook-User-Token"] = user_tokens[(id * 7 + counter) % #user_tokens + 1]
+    end
     local body
     if mode == "snooze" then
         body = string.format(snooze_body, id, counter, id, counter, counter % 10 + 1, fixed_token or token)
