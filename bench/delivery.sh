@@ -22,6 +22,9 @@
 #               4 connections: pushes per second from the first send's commit to the last push's end (the
 #               database's clock), against
 #               the apns drain of this run (the same pushes written straight into the outbox)
+#   users       sends to 1,000 users of one registered device each against sends to the same 1,000 tokens (quality
+#               P11): BENCH_SENDS sends of each by h2load at 4 connections, alternating, BENCH_RUNS times;
+#               sends per second (the 202s), the users' median over the tokens' (goal at least 0.9)
 #   largest     the largest send the limits allow (1,000 devices, 19 reminders each over 10 steps: 20,000 rows,
 #               pushes near 4 KB), BENCH_RUNS times: the 202's time (median; goal within the 1 s database
 #               deadline) and the service's peak resident memory over what it had before (goal at most 64 MiB)
@@ -42,7 +45,7 @@
 # Environment: BENCH_IDLE_SECONDS (15), BENCH_DELIVERIES (20000), BENCH_RUNS (3), BENCH_CONNECTIONS (64), BENCH_GOAL (10000),
 # BENCH_LOAD_SECONDS (60), BENCH_SNOOZES (2000), BENCH_SNOOZE_DELAY (2), BENCH_LATENESS_GOAL_MS (50),
 # BENCH_SENDS (20), BENCH_STEP_SENDS (10000), BENCH_HISTORY_ROWS (10000000),
-# BENCH_WORKER_CONCURRENCY (256, the service's default), BENCH_PHASES ("idle webhook apns send largest load steps snooze history"),
+# BENCH_WORKER_CONCURRENCY (256, the service's default), BENCH_PHASES ("idle webhook apns send users largest load steps snooze history"),
 # BENCH_PG_PORT (55433), BENCH_BINARY (another actionhook binary, e.g. to compare builds), BENCH_SKIP_BUILD=1,
 # BENCH_ALLOW_FAIL=1, BENCH_KEEP_WORK=1 (keep the logs).
 set -euo pipefail
@@ -59,7 +62,7 @@ snoozes="${BENCH_SNOOZES:-2000}"
 snooze_delay="${BENCH_SNOOZE_DELAY:-2}"
 lateness_goal_ms="${BENCH_LATENESS_GOAL_MS:-50}"
 concurrency="${BENCH_WORKER_CONCURRENCY:-256}"
-phases=" ${BENCH_PHASES:-idle webhook apns send largest load steps snooze history} "
+phases=" ${BENCH_PHASES:-idle webhook apns send users largest load steps snooze history} "
 sends="${BENCH_SENDS:-20}"
 step_sends="${BENCH_STEP_SENDS:-10000}"
 history_rows="${BENCH_HISTORY_ROWS:-10000000}"
@@ -367,6 +370,55 @@ print(json.dumps({"to": [{"deviceToken": "%064x" % n, "recipient": "user-%d" % (
         summary+=("$(printf '%-34s %12s   (the send path against the same pushes written straight to the outbox)' "sends / apns drain (ratio)" "$(echo "scale=2; $send_median / $apns_drain_median" | bc)")")
     fi
     [[ "$send_median" -ge "$goal" ]] || failures+=("sends: $send_median pushes/s < $goal/s")
+fi
+
+if [[ "$phases" == *" users "* ]]; then
+    # Quality P11: a send names 1,000 users, each resolved in the send's transaction to its one registered
+    # device, against a send naming the same 1,000 tokens. Only the send is timed (the same pushes follow).
+    log "sends to 1,000 users against the same 1,000 tokens (h2load, 4 connections), BENCH_RUNS times"
+    users_key="$(admin POST /v1/apps/bench/keys '{"scope": "send"}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["secret"])')"
+    # The backend registers each user's device (8 at a time).
+    seq 1 1000 | xargs -P 8 -I N sh -c 'curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $1" \
+        -H "Content-Type: application/json" -d "{\"user\": \"user-$2\", \"environment\": \"production\"}" \
+        "http://127.0.0.1:$3/v1/apps/bench/devices/$(printf %064x "$2")"' _ "$users_key" N "$service_port"
+    registered="$(psql_ -c "SELECT count(*) FROM devices WHERE app_id = 'bench' AND user_id LIKE 'user-%' AND status = 'active'")"
+    [[ "$registered" == 1000 ]] || {
+        log "users: $registered of 1,000 devices registered"
+        exit 1
+    }
+    python3 - "$work" <<'PY'
+import json, sys
+aps = {"alert": {"title": "Rooftop party", "body": "Friday at 8"}, "sound": "default"}
+for name, to in (("tokens", [{"deviceToken": "%064x" % n, "recipient": "user-%d" % n} for n in range(1, 1001)]),
+                 ("users", [{"user": "user-%d" % n} for n in range(1, 1001)])):
+    with open(f"{sys.argv[1]}/send-{name}.json", "w") as out:
+        json.dump({"to": to, "aps": aps, "userInfo": {"eventId": 42}, "ttlSeconds": 3600}, out)
+PY
+    token_rates=()
+    user_rates=()
+    for run in $(seq "$runs"); do
+        for kind in tokens users; do
+            psql_ -c "TRUNCATE delivery_attempts, followups, responses, notifications"
+            h2load --h1 -n "$sends" -c "$((sends < 4 ? sends : 4))" -d "$work/send-$kind.json" \
+                -H "authorization: Bearer $users_key" -H "content-type: application/json" \
+                "http://127.0.0.1:$service_port/v1/apps/bench/notifications" >"$work/users-$kind-$run.out" 2>&1 || true
+            accepted="$(awk '/status codes:/ { print $3 }' "$work/users-$kind-$run.out")"
+            [[ "$accepted" == "$sends" ]] || {
+                log "users: $accepted of $sends sends to $kind answered 2xx"
+                cat "$work/users-$kind-$run.out" >&2
+                exit 1
+            }
+            rate="$(awk '/^finished in/ { print $4 }' "$work/users-$kind-$run.out")"
+            log "users run $run: sends to 1,000 $kind: $rate sends/s"
+            if [[ "$kind" == tokens ]]; then token_rates+=("$rate"); else user_rates+=("$rate"); fi
+            wait_drained
+        done
+    done
+    tokens_median="$(median "${token_rates[@]}")"
+    users_median="$(median "${user_rates[@]}")"
+    users_ratio="$(echo "scale=2; $users_median / $tokens_median" | bc)"
+    summary+=("$(printf '%-34s %12s   (users %s sends/s, tokens %s sends/s; goal >= 0.9)' "sends to 1,000 users / tokens" "$users_ratio" "$users_median" "$tokens_median")")
+    [[ "$(echo "$users_ratio >= 0.9" | bc)" == 1 ]] || failures+=("sends to users at $users_ratio of sends to tokens < 0.9")
 fi
 
 if [[ "$phases" == *" largest "* ]]; then
