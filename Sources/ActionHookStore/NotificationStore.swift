@@ -128,12 +128,13 @@ public struct NotificationStore: Sendable {
             : nil
         // The users' active registered devices, newest first, each pushed in its own environment.
         let userDevices =
-            request.users.isEmpty
+            request.allUsers.isEmpty
             ? nil
             : reads.add(
                 """
                 SELECT user_id, token, environment FROM devices
-                WHERE app_id = \(appID) AND user_id = ANY(\(request.users.map(\.id))::text[]) AND status = 'active'
+                WHERE app_id = \(appID) AND user_id = ANY(\(Array(Set(request.allUsers.map(\.id))))::text[])
+                    AND status = 'active'
                 ORDER BY user_id, registered_at DESC, token
                 """)
         let read = PipelinedReads.Results(rows: try send(reads.queries))
@@ -158,22 +159,23 @@ public struct NotificationStore: Sendable {
                 SendDevice(deviceToken: try $0.decode("device_token"), recipient: try $0.decode("recipient"))
             }
         }
+        var resolved = request
         if let userDevices {
-            devices = try Self.adding(userDevices: read[userDevices], of: request.users, to: devices)
+            let byUser = try Self.devicesByUser(read[userDevices])
+            devices = try Self.adding(byUser, of: request.users, to: devices)
+            resolved = try request.resolvingEscalationUsers(byUser)
         }
         // A subject's or the users' devices are known only now: none, or the limits that depend on them, are
         // checked here.
-        if request.to == nil || userDevices != nil { try request.check(devices: devices, limits: limits) }
-        let plan = SendPlan(request, devices: devices, id: UUID.timeOrdered(at: now), now: now, limits: limits)
+        if request.to == nil || userDevices != nil { try resolved.check(devices: devices, limits: limits) }
+        let plan = SendPlan(resolved, devices: devices, id: UUID.timeOrdered(at: now), now: now, limits: limits)
         let result = SendResult.created(plan.answer, devices: plan.devices.count)
-        return (result, (plan.notificationID, result), Self.writes(appID, idempotencyKey, request, plan))
+        return (result, (plan.notificationID, result), Self.writes(appID, idempotencyKey, resolved, plan))
     }
 
-    /// `devices` and then each user's devices (in the order `to` named the users), each token once; a user
-    /// without an active device is a 422 at its place in `to`.
-    static func adding(userDevices rows: PostgresRows, of users: [SendUser], to devices: [SendDevice]) throws
-        -> [SendDevice]
-    {
+    /// The users' active devices as read, by user, newest first; each device with its user (also its
+    /// recipient) and APNs environment.
+    static func devicesByUser(_ rows: PostgresRows) throws -> [String: [SendDevice]] {
         var byUser: [String: [SendDevice]] = [:]
         for row in rows {
             let user: String = try row.decode("user_id")
@@ -182,6 +184,14 @@ public struct NotificationStore: Sendable {
                     deviceToken: try row.decode("token"), recipient: user, environment: try row.decode("environment"),
                     user: user))
         }
+        return byUser
+    }
+
+    /// `devices` and then each user's devices (in the order `to` named the users), each token once; a user
+    /// without an active device is a 422 at its place in `to`.
+    static func adding(_ byUser: [String: [SendDevice]], of users: [SendUser], to devices: [SendDevice]) throws
+        -> [SendDevice]
+    {
         let missing = users.filter { byUser[$0.id] == nil }
         guard missing.isEmpty else {
             throw ValidationFailure.invalid(

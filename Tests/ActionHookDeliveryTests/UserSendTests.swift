@@ -156,12 +156,44 @@ struct UserSendTests {
             #"{"to": [{"user": "carol"}, {"user": "nobody"}], "aps": {"alert": "?"}}"#, status: 422)
         #expect((refused["errors"] as? [[String: Any]])?.map { $0["pointer"] as? String } == ["/to/1"])
         #expect(try bed.api.count("SELECT count(*) AS n FROM notifications WHERE app_id = 'people'") == 0)
-        // Escalations name devices, not users.
+        // An escalation's user without an active device is refused at its place too.
         let escalation = try bed.send(
             #"{"to": [{"user": "carol"}], "aps": {"alert": "?"}, "onNoReply": [{"afterSeconds": 60, "followUps": [{"type": "escalate", "to": [{"user": "dave"}]}]}]}"#,
             status: 422)
         #expect(
             (escalation["errors"] as? [[String: Any]])?.first?["pointer"] as? String == "/onNoReply/0/followUps/0/to/0")
+    }
+
+    @Test(
+        "an escalation names a user: when nobody answers, each of the user's devices is pushed in its own environment")
+    func escalationToUser() async throws {
+        let bed = try Bed()
+        let (ann, managerPhone, managerPad) = (
+            APNsStandIn.deviceToken(), APNsStandIn.deviceToken(), APNsStandIn.deviceToken()
+        )
+        try bed.register(managerPhone, user: "manager", environment: "production")
+        try bed.register(managerPad, user: "manager", environment: "sandbox")
+        let sent = try bed.send(
+            #"""
+            {"to": [{"deviceToken": "\#(ann)", "recipient": "ann"}], "category": "INVITE", "aps": {"alert": "Timer done"},
+             "onNoReply": [{"afterSeconds": 1, "followUps": [{"type": "escalate", "to": [{"user": "manager"}],
+                                                             "aps": {"alert": "Ann did not answer"}}]}]}
+            """#)
+        let id = try #require(sent["id"] as? String)
+        let devices = try #require(sent["devices"] as? [[String: Any]])
+        #expect(
+            devices.filter { $0["escalation"] as? Bool == true }.map { $0["user"] as? String } == [
+                "manager", "manager",
+            ])
+        try await bed.waitFor(id, kind: "step", count: 2)
+        #expect(
+            try bed.production.requests(token: managerPhone).first?.aps?["alert"] as? String == "Ann did not answer")
+        #expect(try bed.sandbox.requests(token: managerPad).first?.aps?["alert"] as? String == "Ann did not answer")
+        #expect(try bed.sandbox.requests(token: managerPhone).isEmpty)
+        #expect(try bed.production.requests(token: managerPad).isEmpty)
+        let receipt = try bed.call("GET", "/notifications/\(id)")
+        let escalated = (receipt.json["devices"] as? [[String: Any]] ?? []).filter { $0["escalation"] as? Bool == true }
+        #expect(Set(escalated.compactMap { $0["deviceToken"] as? String }) == [managerPhone, managerPad])
     }
 
     @Test("APNs declares a token dead: later sends to its user skip it; a newer registration revives it")

@@ -94,6 +94,9 @@ public struct SendRequest: Sendable, Equatable {
     /// The users given in `to` (`{"user": "alice"}`), each with its pointer: resolved by the store, in the
     /// send's transaction, to their active registered devices.
     public var users: [SendUser] = []
+    /// The users escalations name, by the escalation's place: resolved with `users`, each escalation then
+    /// reaching its users' active devices besides the devices it names.
+    public var escalationUsers: [EscalationUsers] = []
     /// The category (`aps.category`); must be one of the app's categories.
     public var category: String?
     /// The `aps` content without the category: alert, sound, badge, thread-id, interruption-level, …
@@ -230,6 +233,7 @@ public struct SendRequest: Sendable, Equatable {
             }
         }
         var steps: [NoReplyStep] = []
+        var escalationUsers: [EscalationUsers] = []
         if let elements = reader.array("onNoReply", &diagnostics) {
             if elements.count > limits.maxSteps {
                 diagnostics.invalid("/onNoReply", "must have at most \(limits.maxSteps) steps")
@@ -237,7 +241,11 @@ public struct SendRequest: Sendable, Equatable {
             var escalated = 0
             for (index, element) in elements.enumerated() {
                 let pointer = JSONPointer.appending(index, to: "/onNoReply")
-                if let step = Self.step(element, at: pointer, limits: limits, &diagnostics) {
+                var named: [Int: [SendUser]] = [:]
+                if let step = Self.step(element, at: pointer, limits: limits, users: &named, &diagnostics) {
+                    for (action, users) in named.sorted(by: { $0.key < $1.key }) {
+                        escalationUsers.append(EscalationUsers(step: steps.count, action: action, users: users))
+                    }
                     escalated += step.actions.reduce(0) {
                         if case .escalate(let devices, _) = $1 { return $0 + devices.count }
                         return $0
@@ -265,12 +273,13 @@ public struct SendRequest: Sendable, Equatable {
         reader.reportUnknown(&diagnostics)
         try diagnostics.check()
 
-        let request = SendRequest(
+        var request = SendRequest(
             to: to, users: users, category: category, aps: aps, userInfo: userInfo, subject: subject,
             expiresAt: expiresAt,
             ttlSeconds: ttlSeconds, priority: priority, pushType: pushType, collapseId: collapseId, answers: answers,
             replaceOnAnswer: replaceOnAnswer, onNoReply: steps, events: events,
             requestHash: SHA256.hash(data: Array(body.jsonBytes)).withUnsafeBytes { Array($0) })
+        request.escalationUsers = escalationUsers
         try request.checkPayloadSize(limits: limits)
         return request
     }
@@ -290,12 +299,49 @@ public struct SendRequest: Sendable, Equatable {
             diagnostics.invalid(
                 "/to", "reaches \(devices.count) devices with its users' devices; at most \(limits.maxDevices)")
         }
+        let escalated = onNoReply.flatMap(\.actions).reduce(0) {
+            if case .escalate(let devices, _) = $1 { return $0 + devices.count }
+            return $0
+        }
+        if escalated > limits.maxEscalationDevices {
+            diagnostics.invalid(
+                "/onNoReply",
+                "escalates to \(escalated) devices with its users' devices; at most \(limits.maxEscalationDevices)")
+        }
         Self.checkDevices(devices, steps: onNoReply, limits: limits, &diagnostics)
         try diagnostics.check()
         var resolved = self
         resolved.to = devices
         try resolved.checkPayloadSize(limits: limits)
     }
+
+    /// The request with each escalation's users resolved to their active devices (`byUser`, each device with
+    /// its user and environment) after the devices the escalation names, each token once; a user without an
+    /// active device is a 422 at its place.
+    public func resolvingEscalationUsers(_ byUser: [String: [SendDevice]]) throws(ValidationFailure) -> SendRequest {
+        var resolved = self
+        var missing: [FieldError] = []
+        for entry in escalationUsers {
+            guard case .escalate(var targets, let aps) = resolved.onNoReply[entry.step].actions[entry.action] else {
+                continue
+            }
+            var seen = Set(targets.map(\.deviceToken))
+            for user in entry.users {
+                guard let devices = byUser[user.id] else {
+                    missing.append(
+                        FieldError(pointer: user.pointer, detail: "names a user with no active registered device"))
+                    continue
+                }
+                for device in devices where seen.insert(device.deviceToken).inserted { targets.append(device) }
+            }
+            resolved.onNoReply[entry.step].actions[entry.action] = .escalate(to: targets, aps: aps)
+        }
+        if !missing.isEmpty { throw .invalid(missing) }
+        return resolved
+    }
+
+    /// Every user the send names, in `to` and in escalations.
+    public var allUsers: [SendUser] { users + escalationUsers.flatMap(\.users) }
 
     static func checkDevices(
         _ devices: [SendDevice], steps: [NoReplyStep], limits: SendLimits, _ diagnostics: inout Diagnostics
@@ -451,7 +497,7 @@ public struct SendRequest: Sendable, Equatable {
                 let user = reader.string("user", &diagnostics)
                 reader.reportUnknown(&diagnostics)
                 guard acceptingUsers else {
-                    diagnostics.invalid(elementPointer, "must name a device: users are named in the send's own `to`")
+                    diagnostics.invalid(elementPointer, "must name a device")
                     continue
                 }
                 guard let user else { continue }
@@ -502,9 +548,11 @@ public struct SendRequest: Sendable, Equatable {
         return devices
     }
 
-    static func step(_ value: JSONValue, at pointer: String, limits: SendLimits, _ diagnostics: inout Diagnostics)
-        -> NoReplyStep?
-    {
+    /// A no-reply step; the users each escalation names go to `users`, by the escalation's place in the step.
+    static func step(
+        _ value: JSONValue, at pointer: String, limits: SendLimits, users: inout [Int: [SendUser]],
+        _ diagnostics: inout Diagnostics
+    ) -> NoReplyStep? {
         guard let object = value.objectValue else {
             diagnostics.wrongType(pointer, expected: "an object")
             return nil
@@ -537,13 +585,14 @@ public struct SendRequest: Sendable, Equatable {
                 }
                 actions.append(.webhook(url: url, body: actionReader.raw("body").flatMap { $0.isNull ? nil : $0 }))
             case "escalate"?:
-                var ignored: [SendUser] = []
+                var named: [SendUser] = []
                 let devices = devices(
                     actionReader.array("to", &diagnostics) ?? [], at: actionReader.pointer("to"), limits: limits,
-                    acceptingUsers: false, collecting: &ignored, &diagnostics)
-                if devices.isEmpty {
-                    diagnostics.invalid(actionReader.pointer("to"), "must name at least one device")
+                    acceptingUsers: true, collecting: &named, &diagnostics)
+                if devices.isEmpty && named.isEmpty {
+                    diagnostics.invalid(actionReader.pointer("to"), "must name at least one device or user")
                 }
+                if !named.isEmpty { users[actions.count] = named }
                 let escalationAps = actionReader.object("aps", &diagnostics).map {
                     Self.checkedAps($0, at: actionReader.pointer("aps"), &diagnostics)
                 }
@@ -607,7 +656,24 @@ public struct NotificationKey: Sendable, Equatable {
     }
 }
 
-/// A user a send names in `to`: the backend's own user id (1 to 64 characters), resolved by the store to the
+/// The users one escalation names: the step's and the follow-up's place in `onNoReply`, and the users.
+public struct EscalationUsers: Sendable, Equatable {
+    /// The step's index in `onNoReply`.
+    public var step: Int
+    /// The escalation's index in the step's follow-ups.
+    public var action: Int
+    /// The users, each with its pointer.
+    public var users: [SendUser]
+
+    /// Creates the users of one escalation.
+    public init(step: Int, action: Int, users: [SendUser]) {
+        self.step = step
+        self.action = action
+        self.users = users
+    }
+}
+
+/// A user a send names in `to` or in an escalation: the backend's own user id (1 to 64 characters), resolved by the store to the
 /// user's active registered devices.
 public struct SendUser: Sendable, Equatable, Hashable {
     /// The user id.
