@@ -133,15 +133,27 @@ swift_test() {
     stop_cpu_hogs
 }
 
+# One `swift test` run into log $1 (the rest are its arguments). On a failure the failing tests and what they
+# recorded are printed again at the end, so that the last lines of a long run name them.
+run_suites() {
+    local log="$1"
+    shift
+    if ! swift test --skip-build --disable-xctest "$@" 2>&1 | tee "$log"; then
+        echo "==> swift test failed; the failing tests and what they recorded (all of it in $log):"
+        grep -E '^(✘|↳)' "$log" | cut -c1-600 | head -n 60
+        return 1
+    fi
+}
+
 swift_test_suites() {
     local extra=()
     read -r -a extra <<<"${ACTIONHOOK_TEST_ARGS:-}"
     if ((${#extra[@]})); then
-        swift test --skip-build --disable-xctest "${extra[@]}" 2>&1 | tee "$log_dir/swift-test.log"
+        run_suites "$log_dir/swift-test.log" "${extra[@]}"
         return
     fi
-    swift test --skip-build --disable-xctest --skip "$client_suite" 2>&1 | tee "$log_dir/swift-test.log"
-    swift test --skip-build --disable-xctest --filter "$client_suite" 2>&1 | tee "$log_dir/swift-test-client.log"
+    run_suites "$log_dir/swift-test.log" --skip "$client_suite"
+    run_suites "$log_dir/swift-test-client.log" --filter "$client_suite"
 }
 
 command -v swift >/dev/null 2>&1 || {

@@ -148,6 +148,52 @@ struct UserSendTests {
         #expect(try bed.production.requests(token: a2).count == 1)
     }
 
+    @Test(
+        "who answered: a reply proving another user than the device's is stored but answers nothing; the device's user answers, verified, in the answer, the receipt and the webhook body"
+    )
+    func verifiedAnswers() async throws {
+        let bed = try Bed()
+        let mint = UserTokenMint.es256(kid: "backend")
+        let patched = try bed.api.admin(
+            "PATCH", "/v1/apps/\(bed.app)", json: #"{"identity": {"mode": "optional", "keys": [\#(mint.keyJSON)]}}"#)
+        try #require(patched.status == 200, "\(patched.text)")
+        let phone = APNsStandIn.deviceToken()
+        try bed.register(phone, user: "alice", environment: "production")
+        let sent = try bed.send(#"{"to": [{"user": "alice"}], "category": "INVITE", "aps": {"alert": "Dinner?"}}"#)
+        let id = try #require(sent["id"] as? String)
+        try await bed.waitFor(id, kind: "push", count: 1)
+        let push = try #require(try bed.production.requests(token: phone).first?.payloadObject)
+        func reply(_ token: String?) throws -> TestResponse {
+            let body = try JSONSerialization.data(withJSONObject: [
+                "actionIdentifier": "ACCEPT", "deviceToken": phone, "userInfo": push,
+                "responseId": UUID().uuidString.lowercased(),
+            ])
+            return try bed.api.ingest(
+                key: bed.ingestKey, json: String(decoding: body, as: UTF8.self),
+                headers: token.map { [("ActionHook-User-Token", $0)] } ?? [])
+        }
+        // Bob signed in on Alice's phone (without registering it): his reply is his, and answers nothing.
+        let bobs = try reply(try mint.token(user: "bob", app: bed.app))
+        #expect(bobs.status == 202)
+        #expect((bobs.json["user"] as? [String: Any])?["id"] as? String == "bob")
+        #expect(try bed.api.count("SELECT count(*) AS n FROM notifications WHERE answered_at IS NOT NULL") == 0)
+        // Alice's token: the answer, verified.
+        let alices = try reply(try mint.token(user: "alice", app: bed.app))
+        #expect(alices.json["outcome"] as? String == "accepted")
+        #expect((alices.json["user"] as? [String: Any])?["id"] as? String == "alice")
+        #expect((alices.json["user"] as? [String: Any])?["verified"] as? Bool == true)
+        #expect(try bed.api.count("SELECT count(*) AS n FROM notifications WHERE answered_at IS NOT NULL") == 1)
+        // A reply without a token names the device's user, unverified.
+        let anonymous = try reply(nil)
+        #expect((anonymous.json["user"] as? [String: Any])?["id"] as? String == "alice")
+        #expect((anonymous.json["user"] as? [String: Any])?["verified"] as? Bool == false)
+        let receipt = try bed.call("GET", "/notifications/\(id)")
+        let answer = try #require(receipt.json["answer"] as? [String: Any])
+        #expect((answer["user"] as? [String: Any])?["verified"] as? Bool == true)
+        let others = (receipt.json["otherReplies"] as? [[String: Any]] ?? []) + (receipt.json["superseded"] as? [[String: Any]] ?? [])
+        #expect(Set(others.compactMap { ($0["user"] as? [String: Any])?["id"] as? String }) == ["bob", "alice"])
+    }
+
     @Test("a send to a user with no active device is a 422 naming it, and nothing is sent")
     func userWithoutDevices() throws {
         let bed = try Bed()

@@ -230,7 +230,7 @@ public struct IngestPlan: Sendable {
         }
         let unanswered = notification.map { !$0.answered } ?? false
         // A device the send reached as a user answers for that user only: a reply proving another user
-        // (the device moved to them since) is stored but answers nothing.
+        // (the device moved to them since) is stored, and its rule acts for that user, but it does not answer.
         let answeredByItsUser =
             notification.map { $0.deviceUser == nil || response.user == nil || $0.deviceUser == response.user } ?? true
         answersNotification =
