@@ -61,6 +61,9 @@ HOSTILE_USER = "<img src=x onerror=alert(1)>"
 USER = "dana"
 USER_DEVICES = ("d1" * 32, "d2" * 32)
 HOSTILE_USER_DEVICE = "e1" * 32
+# A user id that cannot be a path segment (the server decodes the path before routing it).
+SLASH_USER = "team/erin"
+SLASH_USER_DEVICE = "f1" * 32
 IDENTITY_KID = "console-hs"
 # The Notifications page's page size (PAGE_SIZE in notifications.js).
 NOTIFICATION_PAGE = 50
@@ -257,6 +260,8 @@ def users_and_replies(key):
     registered = api("PUT", f"/v1/apps/{APP}/devices/{HOSTILE_USER_DEVICE}", {"user": HOSTILE_USER, "environment": "sandbox"},
                      token=server, expect=200)
     check(registered["user"] == HOSTILE_USER and registered["status"] == "active", f"the registration: {registered}")
+    api("PUT", f"/v1/apps/{APP}/devices/{SLASH_USER_DEVICE}", {"user": SLASH_USER, "environment": "production"},
+        token=server, expect=200)
     dana = user_token(secret, USER)
     request = urllib.request.Request(BASE + f"/v1/devices/{USER_DEVICES[1]}", method="DELETE")
     request.add_header("Authorization", f"Bearer {key}")
@@ -593,7 +598,7 @@ def run(driver, receiver, key):
     c.go("users")
     groups = "#device-groups .device-group"
     c.wait(lambda d: [g.get_attribute("data-user") for g in d.find_elements(By.CSS_SELECTOR, f"{groups}[data-anonymous='false']")]
-           == sorted([USER, HOSTILE_USER]), "the devices grouped by user")
+           == sorted([USER, HOSTILE_USER, SLASH_USER]), "the devices grouped by user")
     hostile_group = c.one(f"{groups}[data-user='{HOSTILE_USER}']", "the hostile user's group")
     check(text_of(hostile_group.find_element(By.CSS_SELECTOR, ".user-id")) == HOSTILE_USER,
           f"the hostile user id shows as {text_of(hostile_group.find_element(By.CSS_SELECTOR, '.user-id'))!r}")
@@ -638,6 +643,12 @@ def run(driver, receiver, key):
     check(mark.get_attribute("data-verified") == "false" and text_of(mark) == f"{HOSTILE_USER} unverified",
           f"the hostile user's reply reads {text_of(mark)!r}")
     check_inert(c, "#page-users")
+    # A user id with a slash, looked up through the devices list's query.
+    c.click(f"{groups}[data-user='{SLASH_USER}'] button.open-user", "the Open button of the user with a slash")
+    c.wait(lambda d: text_of(d.find_element(By.CSS_SELECTOR, f"{detail} h2 code")) == SLASH_USER
+           and [e.get_attribute("data-token") for e in d.find_elements(By.CSS_SELECTOR, f"{detail} table.devices tr.device")]
+           == [SLASH_USER_DEVICE], "the devices of the user with a slash")
+    c.one(f"{detail} .no-replies", "no reply from the user with a slash")
     # A user with no device and no reply: said so, no error.
     c.allowed_404 = True
     c.one("#user-id").clear()
