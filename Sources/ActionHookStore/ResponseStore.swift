@@ -18,13 +18,16 @@ public struct ResponseFilter: Sendable {
     public var until: Date?
     /// Only responses from this device token.
     public var deviceToken: String?
+    /// Only responses of this user, verified or not (the reply's `user.id`).
+    public var user: String?
 
     /// Creates a filter; `nil` members filter nothing.
     public init(
         subject: String? = nil, action: String? = nil, category: String? = nil, outcome: Outcome? = nil,
-        since: Date? = nil, until: Date? = nil, deviceToken: String? = nil
+        since: Date? = nil, until: Date? = nil, deviceToken: String? = nil, user: String? = nil
     ) {
         self.deviceToken = deviceToken
+        self.user = user
         self.subject = subject
         self.action = action
         self.category = category
@@ -60,6 +63,7 @@ public struct ResponseStore: Sendable {
                     AND (\(filter.since)::timestamptz IS NULL OR received_at >= \(filter.since))
                     AND (\(filter.until)::timestamptz IS NULL OR received_at < \(filter.until))
                     AND (\(filter.deviceToken)::text IS NULL OR device_token = \(filter.deviceToken))
+                    AND (\(filter.user)::text IS NULL OR user_id = \(filter.user))
                     AND (\(afterTime)::timestamptz IS NULL OR (received_at, id) < (\(afterTime)::timestamptz, \(afterID)::uuid))
                 ORDER BY received_at DESC, id DESC
                 LIMIT \(page.limit + 1)

@@ -54,7 +54,7 @@ struct ConsoleTests: ResponseHelpers {
         let api = try TestAPI()
         for name in [
             "app.js", "api.js", "dom.js", "chart.js", "overview.js", "replies.js", "followups.js", "rules.js",
-            "categories.js", "notifications.js",
+            "categories.js", "notifications.js", "users.js",
         ] {
             let script = try HTTPTestClient(port: api.port).request("GET", "/console/\(name)")
             #expect(script.status == 200, "\(name)")

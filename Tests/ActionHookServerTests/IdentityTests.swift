@@ -280,6 +280,47 @@ struct IdentityTests {
         #expect(((rule.json["match"] as? [String: Any])?["user"] as? [String: Any])?["verified"] as? Bool == true)
     }
 
+    @Test("the history filters replies by user: verified ones and those bound to a user's device, no one else's")
+    func historyByUser() throws {
+        let bed = try Bed(mode: "optional")
+        let alice = try bed.reply(token: try bed.es256.token(user: "alice", app: bed.app))
+        #expect(alice.status == 202, "\(alice.text)")
+        #expect(try bed.reply(token: try bed.es256.token(user: "bob", app: bed.app)).status == 202)
+        #expect(try bed.reply(token: nil).status == 202)
+        // Without a token, but from the device a send reached as alice's: alice, unverified.
+        let phone = Self.device()
+        let registered = try bed.api.admin(
+            "PUT", "/v1/apps/\(bed.app)/devices/\(phone)", json: #"{"user": "alice", "environment": "sandbox"}"#)
+        #expect(registered.status == 200, "\(registered.text)")
+        let sent = try bed.api.admin(
+            "POST", "/v1/apps/\(bed.app)/notifications", json: #"{"to": [{"user": "alice"}], "aps": {"alert": "Hi"}}"#)
+        let sentID = try #require(sent.json["id"] as? String, "\(sent.text)")
+        let bound = try bed.api.ingest(
+            key: bed.ingestKey,
+            json:
+                #"{"actionIdentifier": "OK", "deviceToken": "\#(phone)", "userInfo": {"actionhook": {"n": "\#(sentID)", "d": 0}}}"#
+        )
+        #expect(bound.status == 202, "\(bound.text)")
+
+        func listed(_ query: String) throws -> [(id: String?, user: String?, verified: Bool?)] {
+            let answer = try bed.api.admin("GET", "/v1/apps/\(bed.app)/responses\(query)")
+            #expect(answer.status == 200, "\(query): \(answer.status) \(answer.text)")
+            return (answer.json["items"] as? [[String: Any]] ?? []).map {
+                let user = $0["user"] as? [String: Any]
+                return ($0["id"] as? String, user?["id"] as? String, user?["verified"] as? Bool)
+            }
+        }
+        let byAlice = try listed("?user=alice")
+        #expect(byAlice.map(\.id) == [bound.json["id"] as? String, alice.json["id"] as? String])
+        #expect(byAlice.map(\.user) == ["alice", "alice"])
+        #expect(byAlice.map(\.verified) == [false, true])
+        #expect(try listed("?user=bob").map(\.user) == ["bob"])
+        #expect(try listed("?user=nobody").isEmpty)
+        #expect(try listed("?user=alice&limit=1").count == 1)
+        #expect(try listed("?user=").count == 4, "an empty user filters nothing")
+        #expect(try listed("").count == 4)
+    }
+
     @Test("the README's Python example mints a token the service verifies (ES256 and the generated HS256 secret)")
     func pythonExample() throws {
         let bed = try Bed(mode: "required")

@@ -56,6 +56,15 @@ HOSTILE_INFO = {
 HOSTILE_SUBJECT = '<img src=x onerror="window.__xss=10"><script>window.__xss=11</script>'
 HOSTILE_RECIPIENT = "<b onmouseover=window.__xss=12>alice</b>"
 SENT_DEVICES = ("c1" * 32, "c2" * 32)
+# Users registered by the app's backend: a hostile user id, and dana with a phone and an iPad she signs out of.
+HOSTILE_USER = "<img src=x onerror=alert(1)>"
+USER = "dana"
+USER_DEVICES = ("d1" * 32, "d2" * 32)
+HOSTILE_USER_DEVICE = "e1" * 32
+# A user id that cannot be a path segment (the server decodes the path before routing it).
+SLASH_USER = "team/erin"
+SLASH_USER_DEVICE = "f1" * 32
+IDENTITY_KID = "console-hs"
 # The Notifications page's page size (PAGE_SIZE in notifications.js).
 NOTIFICATION_PAGE = 50
 # Runs before every page script (CDP scripts are not subject to the page's CSP): records errors,
@@ -208,6 +217,78 @@ def send_and_answer(key):
     return sent, first, second
 
 
+def user_token(secret, user):
+    """A user token as the app's backend signs it: HS256 with the secret ActionHook generated for its key."""
+    def part(value):
+        raw = value if isinstance(value, bytes) else json.dumps(value, separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    signing = part({"alg": "HS256", "typ": "JWT", "kid": IDENTITY_KID}) + "." + \
+        part({"sub": user, "aud": APP, "exp": int(time.time()) + 3600})
+    return signing + "." + part(hmac.new(secret.encode(), signing.encode(), hashlib.sha256).digest())
+
+
+def reply_as(key, body, token=None):
+    """A reply from the app, with the user token when it has one."""
+    request = urllib.request.Request(BASE + "/v1/responses", data=json.dumps(body).encode(), method="POST")
+    request.add_header("Authorization", f"Bearer {key}")
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("ActionHook-User-Token", token)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            status, text = answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read()
+    check(status == 202, f"a reply answered {status}: {text[:300]!r}")
+    return json.loads(text)
+
+
+def users_and_replies(key):
+    """The app's backend registers dana's phone and iPad and a device of a user with a hostile id, with a
+    server key; the app (identity optional, an HS256 key) signs dana out of her iPad. A send to dana is
+    answered with her user token (verified); a send to the hostile user is answered without one
+    (unverified: only the send says whose device it is)."""
+    patched = api("PATCH", f"/v1/apps/{APP}", {"identity": {"mode": "optional",
+                                                            "keys": [{"kid": IDENTITY_KID, "algorithm": "HS256"}]}}, expect=200)
+    secret = patched["identitySecrets"][IDENTITY_KID]
+    server = api("POST", f"/v1/apps/{APP}/keys", {"scope": "send"}, expect=201)["secret"]
+    api("PUT", f"/v1/apps/{APP}/devices/{USER_DEVICES[0]}", {
+        "user": USER, "environment": "sandbox", "appVersion": "2.1", "osVersion": "18.1", "model": "iPhone17,1"},
+        token=server, expect=200)
+    api("PUT", f"/v1/apps/{APP}/devices/{USER_DEVICES[1]}", {"user": USER, "environment": "production", "model": "iPad16,3"},
+        token=server, expect=200)
+    registered = api("PUT", f"/v1/apps/{APP}/devices/{HOSTILE_USER_DEVICE}", {"user": HOSTILE_USER, "environment": "sandbox"},
+                     token=server, expect=200)
+    check(registered["user"] == HOSTILE_USER and registered["status"] == "active", f"the registration: {registered}")
+    api("PUT", f"/v1/apps/{APP}/devices/{SLASH_USER_DEVICE}", {"user": SLASH_USER, "environment": "production"},
+        token=server, expect=200)
+    dana = user_token(secret, USER)
+    request = urllib.request.Request(BASE + f"/v1/devices/{USER_DEVICES[1]}", method="DELETE")
+    request.add_header("Authorization", f"Bearer {key}")
+    request.add_header("ActionHook-User-Token", dana)
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        check(answer.status == 204, f"the sign-out answered {answer.status}")
+    shown = api("GET", f"/v1/apps/{APP}/users/{USER}", token=server, expect=200)
+    check([(d["deviceToken"], d["status"], d["reason"]) for d in shown["devices"]]
+          == [(USER_DEVICES[0], "active", None), (USER_DEVICES[1], "removed", "signedOut")], f"dana's devices: {shown}")
+
+    def send_and_reply(user, device, token):
+        sent = api("POST", f"/v1/apps/{APP}/notifications", {"to": [{"user": user}], "category": "event-invite",
+                                                             "aps": {"alert": "Coming?"}, "subject": f"users-{device[:2]}"},
+                   token=server, expect=202)
+        check([d["deviceToken"] for d in sent["devices"]] == [device], f"the send to {user!r} reached {sent['devices']}")
+        reply = reply_as(key, {"actionIdentifier": "accept", "deviceToken": device,
+                               "userInfo": {"aps": {"category": "event-invite"}, "eventId": f"users-{device[:2]}",
+                                            "actionhook": {"n": sent["id"], "d": 0}}}, token)
+        return sent, reply
+
+    verified = send_and_reply(USER, USER_DEVICES[0], dana)
+    check(verified[1]["user"] == {"id": USER, "verified": True}, f"dana's reply's user: {verified[1].get('user')}")
+    unverified = send_and_reply(HOSTILE_USER, HOSTILE_USER_DEVICE, None)
+    check(unverified[1]["user"] == {"id": HOSTILE_USER, "verified": False}, f"the unverified reply's user: {unverified[1].get('user')}")
+    return verified, unverified
+
+
 # --- the browser ------------------------------------------------------------------------------------
 def browser():
     options = webdriver.ChromeOptions()
@@ -225,6 +306,7 @@ class Console:
     def __init__(self, driver):
         self.driver = driver
         self.allowed_401 = False
+        self.allowed_404 = False
         self.problems = []
 
     def wait(self, condition, what, timeout=WAIT):
@@ -271,6 +353,8 @@ class Console:
                 continue
             message = entry.get("message", "")
             if self.allowed_401 and entry.get("source") == "network" and " 401 " in message:
+                continue
+            if self.allowed_404 and entry.get("source") == "network" and " 404 " in message:
                 continue
             self.problems.append(f"{step}: browser log: {message}")
         recorded = self.js("var e = window.__consoleErrors || []; window.__consoleErrors = []; return e;")
@@ -507,11 +591,116 @@ def run(driver, receiver, key):
     c.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == NOTIFICATION_PAGE, "one page again without filters")
     c.check_logs("notification filters")
 
+    # 8e. Users: devices registered by the backend, grouped by user; one user looked up with its devices
+    # (statuses, the sign-out's reason) and replies; the hostile user id shown as text; each reply's user
+    # marked verified or unverified here, in the replies and in the receipts.
+    (dana_sent, dana_reply), (hostile_sent, hostile_reply) = users_and_replies(key)
+    c.go("users")
+    groups = "#device-groups .device-group"
+    c.wait(lambda d: [g.get_attribute("data-user") for g in d.find_elements(By.CSS_SELECTOR, f"{groups}[data-anonymous='false']")]
+           == sorted([USER, HOSTILE_USER, SLASH_USER]), "the devices grouped by user")
+    hostile_group = c.one(f"{groups}[data-user='{HOSTILE_USER}']", "the hostile user's group")
+    check(text_of(hostile_group.find_element(By.CSS_SELECTOR, ".user-id")) == HOSTILE_USER,
+          f"the hostile user id shows as {text_of(hostile_group.find_element(By.CSS_SELECTOR, '.user-id'))!r}")
+    dana_group = c.one(f"{groups}[data-user='{USER}']", "dana's group")
+    check(sorted(r.get_attribute("data-token") for r in dana_group.find_elements(By.CSS_SELECTOR, "tr.device")) == list(USER_DEVICES),
+          "dana's group does not list her two devices")
+    c.one("#user-id").send_keys(USER)
+    c.click("#user-lookup button[type='submit']")
+    detail = "#user-detail"
+    c.wait(lambda d: [e.get_attribute("data-token") for e in d.find_elements(By.CSS_SELECTOR, f"{detail} table.devices tr.device")]
+           == list(USER_DEVICES) and text_of(d.find_element(By.CSS_SELECTOR, f"{detail} h2 code")) == USER, "dana's devices, active first")
+    phone, tablet = c.find(f"{detail} table.devices tr.device")
+    check(text_of(phone.find_element(By.CSS_SELECTOR, ".device-status")) == "active",
+          f"the phone's status: {text_of(phone.find_element(By.CSS_SELECTOR, '.device-status'))!r}")
+    check(text_of(tablet.find_element(By.CSS_SELECTOR, ".device-status")) == "removed signedOut",
+          f"the signed-out iPad's status: {text_of(tablet.find_element(By.CSS_SELECTOR, '.device-status'))!r}")
+    check([text_of(phone.find_element(By.CSS_SELECTOR, f".{name}"))
+           for name in ("platform", "environment", "app-version", "os-version", "model")]
+          == ["ios", "sandbox", "2.1", "18.1", "iPhone17,1"], "the phone's details")
+    check(text_of(tablet.find_element(By.CSS_SELECTOR, ".environment")) == "production", "the iPad's environment")
+    check(text_of(tablet.find_element(By.CSS_SELECTOR, ".app-version")) == "—", "the iPad's missing app version")
+    check(all(text_of(row.find_element(By.CSS_SELECTOR, ".registered")) not in ("", "—") for row in (phone, tablet)),
+          "a registration time is missing")
+    token_shown = phone.find_element(By.CSS_SELECTOR, ".token")
+    check(token_shown.get_attribute("title") == USER_DEVICES[0] and len(text_of(token_shown)) < len(USER_DEVICES[0]),
+          "the phone's token is not shortened")
+    check(text_of(c.one(f"{detail} .user-summary")) == "2 devices, 1 active.",
+          f"the summary reads {text_of(c.one(f'{detail} .user-summary'))!r}")
+    reply_row = c.one(f"{detail} tr.user-reply[data-id='{dana_reply['id']}']", "dana's reply on her page")
+    check(len(c.find(f"{detail} tr.user-reply")) == 1, "another user's reply is on dana's page")
+    mark = reply_row.find_element(By.CSS_SELECTOR, ".user-mark")
+    check(mark.get_attribute("data-verified") == "true" and text_of(mark) == f"{USER} verified", f"dana's reply's user reads {text_of(mark)!r}")
+    c.shoot("users-detail-desktop")
+    # The hostile user, opened from its group: its id, device and unverified reply as text.
+    c.click(f"{groups}[data-user='{HOSTILE_USER}'] button.open-user", "the hostile user's Open button")
+    c.wait(lambda d: text_of(d.find_element(By.CSS_SELECTOR, f"{detail} h2 code")) == HOSTILE_USER
+           and d.find_elements(By.CSS_SELECTOR, f"{detail} tr.user-reply[data-id='{hostile_reply['id']}']"), "the hostile user's page")
+    check(c.one("#user-id").get_attribute("value") == HOSTILE_USER, "the lookup field does not hold the opened user")
+    check([e.get_attribute("data-token") for e in c.find(f"{detail} table.devices tr.device")] == [HOSTILE_USER_DEVICE],
+          "the hostile user's device")
+    mark = c.one(f"{detail} tr.user-reply[data-id='{hostile_reply['id']}'] .user-mark")
+    check(mark.get_attribute("data-verified") == "false" and text_of(mark) == f"{HOSTILE_USER} unverified",
+          f"the hostile user's reply reads {text_of(mark)!r}")
+    check_inert(c, "#page-users")
+    # A user id with a slash, looked up through the devices list's query.
+    c.click(f"{groups}[data-user='{SLASH_USER}'] button.open-user", "the Open button of the user with a slash")
+    c.wait(lambda d: text_of(d.find_element(By.CSS_SELECTOR, f"{detail} h2 code")) == SLASH_USER
+           and [e.get_attribute("data-token") for e in d.find_elements(By.CSS_SELECTOR, f"{detail} table.devices tr.device")]
+           == [SLASH_USER_DEVICE], "the devices of the user with a slash")
+    c.one(f"{detail} .no-replies", "no reply from the user with a slash")
+    # A user with no device and no reply: said so, no error.
+    c.allowed_404 = True
+    c.one("#user-id").clear()
+    c.one("#user-id").send_keys("nobody-here")
+    c.click("#user-lookup button[type='submit']")
+    c.one(f"{detail} .no-devices", "no device for an unknown user")
+    c.one(f"{detail} .no-replies", "no reply for an unknown user")
+    check(not c.find("#status.error") or not c.one("#status").is_displayed(), "an unknown user showed an error")
+    c.check_logs("users")
+    c.allowed_404 = False
+
+    # The replies: filtered by user, each with its user and mark, in the feed and the detail.
+    c.go("replies")
+    c.one("#filter-user").send_keys(USER)
+    c.click("#reply-filters button[type='submit']")
+    c.wait(lambda d: [r.get_attribute("data-id") for r in d.find_elements(By.CSS_SELECTOR, "#reply-feed tr[data-id]")]
+           == [dana_reply["id"]], "only dana's reply under the user filter")
+    feed_mark = c.one(f"#reply-feed tr[data-id='{dana_reply['id']}'] .user-mark")
+    check(feed_mark.get_attribute("data-verified") == "true" and text_of(feed_mark) == f"{USER} verified",
+          f"the feed's mark reads {text_of(feed_mark)!r}")
+    c.one("#filter-user").clear()
+    c.click("#reply-filters button[type='submit']")
+    c.click(f"#reply-feed tr[data-id='{hostile_reply['id']}']", "the unverified reply in the feed")
+    c.wait(lambda d: text_of(d.find_element(By.CSS_SELECTOR, "#reply-detail h2 code")) == hostile_reply["id"]
+           if d.find_elements(By.CSS_SELECTOR, "#reply-detail h2 code") else False, "the unverified reply's detail")
+    detail_mark = c.one("#reply-detail dd.user .user-mark")
+    check(detail_mark.get_attribute("data-verified") == "false" and text_of(detail_mark) == f"{HOSTILE_USER} unverified",
+          f"the detail's mark reads {text_of(detail_mark)!r}")
+    anonymous = c.one(f"#reply-feed tr[data-id='{accepted['id']}'] .user-mark")
+    check(anonymous.get_attribute("data-verified") == "none" and text_of(anonymous) == "—", "a reply without a user shows one")
+    check_inert(c, "#page-replies")
+    c.check_logs("replies by user")
+
+    # The receipts: the answer's user, verified for dana, unverified for the hostile user.
+    c.go("notifications")
+    for user_sent, user_reply, user, verified in ((dana_sent, dana_reply, USER, "true"),
+                                                  (hostile_sent, hostile_reply, HOSTILE_USER, "false")):
+        c.click(f"#notification-list tr[data-id='{user_sent['id']}']", f"the send to {user!r}")
+        answer = c.one(f"#notification-detail dl.answer[data-id='{user_reply['id']}']", f"the answer of the send to {user!r}")
+        receipt_mark = answer.find_element(By.CSS_SELECTOR, "dd.user .user-mark")
+        check(receipt_mark.get_attribute("data-verified") == verified
+              and text_of(receipt_mark) == f"{user} {'verified' if verified == 'true' else 'unverified'}",
+              f"the receipt's answer's user reads {text_of(receipt_mark)!r}")
+    check_inert(c, "#notification-detail")
+    c.check_logs("receipts with users")
+
     # 9. Every page at desktop and phone width, fitting the phone's width.
     for width, height, label in (DESKTOP + ("desktop",), PHONE + ("phone",)):
         driver.set_window_size(width, height)
         for page, ready in (("overview", ".app-card"), ("replies", "#reply-feed tr[data-id]"),
                             ("notifications", "#notification-list tr[data-id]"),
+                            ("users", "#device-groups .device-group"),
                             ("followups", ".followup-row"), ("rules", "#rule-list li[data-id]"),
                             ("categories", ".phone-preview")):
             c.go(page)
@@ -519,6 +708,10 @@ def run(driver, receiver, key):
             if page == "replies":
                 c.click(f"#reply-feed tr[data-id='{accepted['id']}']")
                 c.one(f"#reply-detail .followup[data-id='{followup}']")
+            if page == "users":
+                c.one("#user-id").send_keys(USER)
+                c.click("#user-lookup button[type='submit']")
+                c.one(f"#user-detail tr.user-reply[data-id='{dana_reply['id']}']")
             if page == "notifications":
                 c.click("#notification-more")
                 c.click(f"#notification-list tr[data-id='{sent['id']}']")
@@ -569,7 +762,7 @@ def main():
         if driver is not None:
             driver.quit()
         receiver.stop()
-    print(f"console-test: OK: 13 scenarios, {shots} screenshots in {SHOTS}")
+    print(f"console-test: OK: 14 scenarios, {shots} screenshots in {SHOTS}")
     return 0
 
 

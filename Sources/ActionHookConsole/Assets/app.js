@@ -10,8 +10,9 @@ import * as notifications from "./notifications.js";
 import * as overview from "./overview.js";
 import * as replies from "./replies.js";
 import * as rules from "./rules.js";
+import * as users from "./users.js";
 
-const pages = { overview, replies, notifications, followups, rules, categories };
+const pages = { overview, replies, notifications, users, followups, rules, categories };
 const APP_KEY = "actionhook.app";
 
 const elements = {

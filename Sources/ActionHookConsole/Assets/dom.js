@@ -53,3 +53,26 @@ export function time(text) {
 export function json(value) {
   return JSON.stringify(value, null, 2);
 }
+
+/**
+ * A reply's user (`{"id", "verified"}` or null) as its id and a "verified" or "unverified" mark: verified
+ * when the reply came with a user token the app's keys proved, unverified when it is only the user the
+ * send reached the device as. A dash when the reply has no user.
+ */
+export function userMark(user) {
+  if (!user || user.id === undefined || user.id === null) return h("span", { class: "user-mark", "data-verified": "none" }, "—");
+  const verified = user.verified === true;
+  const word = verified ? "verified" : "unverified";
+  return h(
+    "span", { class: `user-mark ${word}`, "data-verified": verified ? "true" : "false" },
+    h("span", { class: "user-id" }, user.id),
+    " ",
+    h(
+      "span", {
+        class: `badge verification ${word}`,
+        title: verified ? "The reply came with a user token the app's keys verified." : "No user token: the user the send reached this device as.",
+      },
+      word,
+    ),
+  );
+}

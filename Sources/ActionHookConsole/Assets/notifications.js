@@ -2,10 +2,11 @@
 // page more at a time, refreshed every 3 seconds, and one notification's receipt (each device's push
 // and what APNs said, the reply that answered it and its latency, the replies it superseded, the
 // no-reply steps and the other follow-ups). Subjects and recipient labels come from the app's
-// backend and reply fields from phones: all of it is inserted as text only.
+// backend and reply fields from phones: all of it is inserted as text only. Each reply shows its user with
+// a verified or unverified mark.
 
 import { allPages, query, seg } from "./api.js";
-import { h, replace, time } from "./dom.js";
+import { h, replace, time, userMark } from "./dom.js";
 
 const STATUSES = ["pending", "answered", "unanswered", "expired"];
 const PAGE_SIZE = 50;
@@ -15,7 +16,7 @@ function field(id, label, input) {
 }
 
 /** A device token cut to its ends, whole in the tooltip; a dash when there is none. */
-function shortToken(token) {
+export function shortToken(token) {
   if (!token) return "—";
   const text = String(token);
   const shown = text.length > 16 ? `${text.slice(0, 8)}…${text.slice(-4)}` : text;
@@ -29,7 +30,7 @@ function latency(ms) {
 }
 
 /** A reason code such as no_apns_credentials, with line breaks allowed after its underscores only. */
-function reasonText(reason) {
+export function reasonText(reason) {
   if (reason === undefined || reason === null || reason === "") return "—";
   return String(reason).split(/(?<=_)/).flatMap((part, index) => (index ? [h("wbr", {}), part] : [part]));
 }
@@ -53,7 +54,7 @@ function followUpStatus(followUp) {
 function replyTable(replies, kind) {
   return h(
     "table", { class: `receipt-table receipt-replies ${kind}` },
-    h("thead", {}, h("tr", {}, ["received", "action", "outcome", "device", "recipient", "latency"].map((name) => h("th", {}, name)))),
+    h("thead", {}, h("tr", {}, ["received", "action", "outcome", "device", "recipient", "user", "latency"].map((name) => h("th", {}, name)))),
     h(
       "tbody", {},
       replies.map((reply) =>
@@ -64,6 +65,7 @@ function replyTable(replies, kind) {
           h("td", { class: "outcome" }, h("span", { class: `badge outcome-${reply.outcome}` }, reply.outcome)),
           h("td", {}, shortToken(reply.deviceToken)),
           h("td", { class: "recipient" }, reply.recipient ?? "—"),
+          h("td", { class: "user" }, userMark(reply.user)),
           h("td", { class: "latency" }, latency(reply.latencyMs)),
         ),
       ),
@@ -124,6 +126,7 @@ function answerView(answer) {
     h("dt", {}, "Rule"), h("dd", { class: "matched-rule" }, answer.ruleId ?? "none"),
     h("dt", {}, "Device"), h("dd", {}, shortToken(answer.deviceToken)),
     h("dt", {}, "Recipient"), h("dd", { class: "recipient" }, answer.recipient ?? "—"),
+    h("dt", {}, "User"), h("dd", { class: "user" }, userMark(answer.user)),
     h("dt", {}, "Received"), h("dd", {}, time(answer.receivedAt)),
     h("dt", {}, "Latency"), h("dd", { class: "latency" }, latency(answer.latencyMs)),
     h("dt", {}, "Reply"), h("dd", { class: "mono" }, answer.responseId),

@@ -1,8 +1,9 @@
 // Replies: the newest replies with filters, refreshed every 2 seconds, and one reply's detail
-// (its text and userInfo as text, the rule it matched, its follow-ups with every attempt).
+// (its text and userInfo as text, the rule it matched, its follow-ups with every attempt). Each reply
+// shows its user with a verified or unverified mark.
 
 import { query, seg } from "./api.js";
-import { h, json, replace, time } from "./dom.js";
+import { h, json, replace, time, userMark } from "./dom.js";
 import { OUTCOMES } from "./chart.js";
 
 function field(id, label, input) {
@@ -58,6 +59,7 @@ export function render(context) {
     subject: h("input", { id: "filter-subject", type: "text" }),
     action: h("input", { id: "filter-action", type: "text" }),
     category: h("input", { id: "filter-category", type: "text" }),
+    user: h("input", { id: "filter-user", type: "text" }),
     outcome: h("select", { id: "filter-outcome" }, h("option", { value: "" }, "any"), OUTCOMES.map((o) => h("option", { value: o }, o))),
     since: h("input", { id: "filter-since", type: "datetime-local" }),
     until: h("input", { id: "filter-until", type: "datetime-local" }),
@@ -67,6 +69,7 @@ export function render(context) {
     field("filter-subject", "Subject", inputs.subject),
     field("filter-action", "Action", inputs.action),
     field("filter-category", "Category", inputs.category),
+    field("filter-user", "User", inputs.user),
     field("filter-outcome", "Outcome", inputs.outcome),
     field("filter-since", "Since", inputs.since),
     field("filter-until", "Until", inputs.until),
@@ -86,7 +89,7 @@ export function render(context) {
         updated,
         h(
           "table", { class: "replies" },
-          h("thead", {}, h("tr", {}, ["received", "action", "category", "subject", "outcome"].map((name) => h("th", {}, name)))),
+          h("thead", {}, h("tr", {}, ["received", "action", "category", "subject", "outcome", "user"].map((name) => h("th", {}, name)))),
           feed,
         ),
       ),
@@ -120,6 +123,7 @@ export function render(context) {
           h("dt", {}, "Matched rule"), h("dd", { class: "matched-rule" }, reply.ruleId ?? "none"),
           h("dt", {}, "Subject"), h("dd", {}, reply.subject ?? "—"),
           h("dt", {}, "Device"), h("dd", { class: "mono" }, reply.deviceToken ?? "—"),
+          h("dt", {}, "User"), h("dd", { class: "user" }, userMark(reply.user)),
           h("dt", {}, "Responded"), h("dd", {}, time(reply.respondedAt)),
           h("dt", {}, "Received"), h("dd", {}, time(reply.receivedAt)),
         ),
@@ -140,6 +144,7 @@ export function render(context) {
       subject: inputs.subject.value.trim(),
       action: inputs.action.value.trim(),
       category: inputs.category.value.trim(),
+      user: inputs.user.value.trim(),
       outcome: inputs.outcome.value,
       since: isoFromLocal(inputs.since.value),
       until: isoFromLocal(inputs.until.value),
@@ -167,6 +172,7 @@ export function render(context) {
             h("td", {}, reply.categoryIdentifier ?? "—"),
             h("td", {}, reply.subject ?? "—"),
             h("td", {}, h("span", { class: `badge outcome-${reply.outcome}` }, reply.outcome)),
+            h("td", { class: "user" }, userMark(reply.user)),
           );
           row.addEventListener("click", () => openDetail(reply.id));
           row.addEventListener("keydown", (event) => {
@@ -174,7 +180,7 @@ export function render(context) {
           });
           return row;
         })
-        : h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No replies match.")),
+        : h("tr", {}, h("td", { colspan: 6, class: "empty" }, "No replies match.")),
       );
     } catch (error) {
       if (context.alive()) context.error(error);

@@ -13,7 +13,8 @@ extension APIContext {
                 let filter = ResponseFilter(
                     subject: request.queryValue("subject"), action: request.queryValue("action"),
                     category: request.queryValue("category"), outcome: outcome, since: try request.timeQuery("since"),
-                    until: try request.timeQuery("until"), deviceToken: request.queryValue("deviceToken"))
+                    until: try request.timeQuery("until"), deviceToken: request.queryValue("deviceToken"),
+                    user: request.queryValue("user").flatMap { $0.isEmpty ? nil : $0 })
                 switch request.queryValue("format") {
                 case nil, "json"?: break
                 case "ndjson"?: return try export(appID: appID, filter: filter, request: request)
