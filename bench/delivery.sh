@@ -378,9 +378,9 @@ if [[ "$phases" == *" users "* ]]; then
     log "sends to 1,000 users against the same 1,000 tokens (h2load, 4 connections), BENCH_RUNS times"
     users_key="$(admin POST /v1/apps/bench/keys '{"scope": "send"}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["secret"])')"
     # The backend registers each user's device (8 at a time).
-    seq 1 1000 | xargs -P 8 -I N sh -c 'curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $1" \
+    seq 1 1000 | xargs -P 8 -I {} sh -c 'curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $1" \
         -H "Content-Type: application/json" -d "{\"user\": \"user-$2\", \"environment\": \"production\"}" \
-        "http://127.0.0.1:$3/v1/apps/bench/devices/$(printf %064x "$2")"' _ "$users_key" N "$service_port"
+        "http://127.0.0.1:$3/v1/apps/bench/devices/$(printf %064x "$2")"' _ "$users_key" {} "$service_port"
     registered="$(psql_ -c "SELECT count(*) FROM devices WHERE app_id = 'bench' AND user_id LIKE 'user-%' AND status = 'active'")"
     [[ "$registered" == 1000 ]] || {
         log "users: $registered of 1,000 devices registered"
