@@ -139,12 +139,15 @@ let package = Package(
             name: "ActionHookCLI",
             dependencies: [
                 "ActionHookCore",
+                "Locks",
                 "MicroHTTPD",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Yams", package: "Yams"),
+                // `users token` mints development user tokens.
+                .product(name: "JWTKit", package: "jwt-kit"),
             ]
         ),
         .executableTarget(

@@ -34,7 +34,7 @@ def rewrite(value, found):
 
 
 defs = {}
-pending = ["CategoryInput", "RuleCreate", "RetentionDays", "Slug"]
+pending = ["CategoryInput", "RuleCreate", "RetentionDays", "Slug", "IdentitySettings"]
 while pending:
     name = pending.pop()
     if name in defs:
@@ -55,7 +55,8 @@ document = {
         "One app's settings that are not secret, categories and rules, for `actionhook apply -f FILE` "
         "(YAML or JSON). Categories and rules take the shapes of the admin API (openapi.yaml). Secrets are "
         "never written in the file: `webhook.secret` and `apns.privateKey` are ${ENV:NAME}. Settings left "
-        "out are left as they are; `null` removes `webhook`, `apns`, `rateLimitPerSecond` or `retentionDays`."
+        "out are left as they are; `null` removes `webhook`, `apns`, `rateLimitPerSecond` or `retentionDays`, "
+        "and turns `identity` off."
     ),
     "type": "object",
     "additionalProperties": False,
@@ -95,6 +96,13 @@ document = {
         },
         "rateLimitPerSecond": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000000},
         "retentionDays": {"$ref": "#/$defs/RetentionDays"},
+        "identity": {
+            "oneOf": [{"type": "null"}, {"$ref": "#/$defs/IdentitySettings"}],
+            "description": (
+                "User-token verification: the mode and the keys (kid, algorithm, publicKey). An HS256 key has no "
+                "secret in the file: the server generates it and `apply` prints it once."
+            ),
+        },
         "categories": {
             "type": "array",
             "maxItems": 1000,

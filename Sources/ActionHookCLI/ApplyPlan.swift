@@ -197,7 +197,76 @@ public struct ApplyPlan: Sendable {
                 changes.append("\(endpoint.key).\(endpoint.secret): from the environment")
             }
         }
+        if let wanted = file["identity"] {
+            let differing = identityChanges(wanted, from: server["identity"])
+            if !differing.isEmpty {
+                // Sent as written: `keys`, when present, is the whole list (an HS256 key kept by its kid
+                // keeps its secret on the server).
+                patch["identity"] = wanted
+                changes += differing
+            }
+        }
         return (patch, changes)
+    }
+
+    /// The readable changes from the server's `identity` to the file's; empty when they agree. Keys are
+    /// compared by `kid` (their order does not matter), public keys without surrounding white space; an
+    /// HS256 key is the same while its kid and algorithm are. A member the CLI does not know is a change,
+    /// so that the server names it at its line.
+    static func identityChanges(_ wanted: JSONValue, from server: JSONValue?) -> [String] {
+        let current = server?.objectValue
+        let currentMode = current?["mode"]?.stringValue ?? IdentityMode.off.rawValue
+        let currentKeys = current?["keys"]?.arrayValue ?? []
+        guard let object = wanted.objectValue else {
+            if wanted.isNull {
+                return currentMode != IdentityMode.off.rawValue || !currentKeys.isEmpty
+                    ? ["identity: removed (mode off, no keys)"] : []
+            }
+            return ["identity: \(wanted.jsonText)"]
+        }
+        var changes: [String] = []
+        for key in object.keys where key != "mode" && key != "keys" { changes.append("identity.\(key): set") }
+        if let mode = object["mode"], mode.stringValue != currentMode {
+            changes.append("identity.mode: \(currentMode) → \(mode.stringValue ?? mode.jsonText)")
+        }
+        guard let keys = object["keys"] else { return changes }
+        guard let list = keys.arrayValue else { return changes + ["identity.keys: \(keys.jsonText)"] }
+        typealias Key = (kid: String, algorithm: String, publicKey: String?, unknown: Bool)
+        func key(_ value: JSONValue) -> Key {
+            let fields = value.objectValue ?? [:]
+            return (
+                fields["kid"]?.stringValue ?? fields["kid"]?.jsonText ?? "?",
+                fields["algorithm"]?.stringValue ?? fields["algorithm"]?.jsonText ?? "?",
+                fields["publicKey"].map {
+                    $0.stringValue?.trimmingCharacters(in: .whitespacesAndNewlines) ?? $0.jsonText
+                },
+                value.objectValue == nil || fields.keys.contains { !["kid", "algorithm", "publicKey"].contains($0) }
+            )
+        }
+        let old = currentKeys.map(key)
+        let new = list.map(key)
+        for wantedKey in new {
+            guard let existing = old.first(where: { $0.kid == wantedKey.kid }) else {
+                let generated = wantedKey.algorithm == IdentityAlgorithm.hs256.rawValue
+                changes.append(
+                    "identity.keys: + \(wantedKey.kid) (\(wantedKey.algorithm)"
+                        + (generated ? "; the server generates its secret" : "") + ")")
+                continue
+            }
+            if existing.algorithm != wantedKey.algorithm || existing.publicKey != wantedKey.publicKey
+                || wantedKey.unknown
+            {
+                let secret =
+                    wantedKey.algorithm == IdentityAlgorithm.hs256.rawValue && existing.algorithm != wantedKey.algorithm
+                changes.append(
+                    "identity.keys: ~ \(wantedKey.kid) (\(existing.algorithm) → \(wantedKey.algorithm)"
+                        + (secret ? "; the server generates its secret" : "") + ")")
+            }
+        }
+        for existing in old where !new.contains(where: { $0.kid == existing.kid }) {
+            changes.append("identity.keys: - \(existing.kid) (\(existing.algorithm))")
+        }
+        return changes
     }
 
     /// The plan in words: one line per change, a changed item followed by its diff.
@@ -252,11 +321,11 @@ public struct ApplyPlan: Sendable {
                 terminal.line(
                     "created app \(file.appID); its ingest key \(id) (the secret is shown only now): \(secret)")
             }
-            if let generated = created.json?.objectValue?["webhookSecret"]?.stringValue {
-                terminal.line("a webhook signing secret was generated (shown only now): \(generated)")
-            }
+            printGeneratedSecrets(created, terminal: terminal)
         } else if !settingsChanges.isEmpty {
-            try check(client.send("PATCH", path, body: .object(settingsBody)))
+            let patched = try client.send("PATCH", path, body: .object(settingsBody))
+            try check(patched)
+            printGeneratedSecrets(patched, terminal: terminal)
         }
         if configurationChanges {
             let answer = try client.send("PUT", path + "/config", body: body, headers: [("If-Match", etag)])
@@ -264,6 +333,20 @@ public struct ApplyPlan: Sendable {
             terminal.line("applied app \(file.appID): configuration \(answer.headers["etag"] ?? "")")
         } else {
             terminal.line("applied app \(file.appID)")
+        }
+    }
+
+    /// Prints the secrets the server generated and shows only in this answer: the webhook's signing secret
+    /// (a webhook given without one) and each new HS256 identity key's secret.
+    func printGeneratedSecrets(_ answer: AdminAnswer, terminal: Terminal) {
+        let object = answer.json?.objectValue ?? [:]
+        if let generated = object["webhookSecret"]?.stringValue {
+            terminal.line("a webhook signing secret was generated (shown only now): \(generated)")
+        }
+        for (kid, secret) in object["identitySecrets"]?.objectValue?.members ?? [] {
+            terminal.line(
+                "an HS256 secret was generated for the identity key \(kid) (shown only now): \(secret.stringValue ?? "?")"
+            )
         }
     }
 

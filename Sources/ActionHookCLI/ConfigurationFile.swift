@@ -16,11 +16,13 @@ import Foundation
 ///
 /// Secrets (`webhook.secret`, `apns.privateKey`) are never written in the file: their value must be
 /// `${ENV:NAME}`, read from the environment when the file is applied. `${ENV:NAME}` works for any
-/// string in `webhook` and `apns`.
+/// string in `webhook` and `apns`. `identity` holds public keys only: an HS256 key's secret is generated
+/// by the server and printed once by `apply`.
 public struct ConfigurationFile: Sendable {
     /// The members a file may have at its top level.
     public static let topLevelKeys = [
-        "$schema", "app", "name", "webhook", "apns", "rateLimitPerSecond", "retentionDays", "categories", "rules",
+        "$schema", "app", "name", "webhook", "apns", "rateLimitPerSecond", "retentionDays", "identity", "categories",
+        "rules",
     ]
     /// The settings that hold secrets.
     static let secretFields: Set<String> = ["/webhook/secret", "/apns/privateKey"]
@@ -31,8 +33,8 @@ public struct ConfigurationFile: Sendable {
     public var document: YAMLDocument
     /// The app's id.
     public var appID: String
-    /// The app settings the file sets (`name`, `webhook`, `apns`, `rateLimitPerSecond`, `retentionDays`), as
-    /// written.
+    /// The app settings the file sets (`name`, `webhook`, `apns`, `rateLimitPerSecond`, `retentionDays`,
+    /// `identity`), as written.
     public var settings: JSONObject
     /// The categories, as written.
     public var categories: [JSONValue]
@@ -79,7 +81,7 @@ public struct ConfigurationFile: Sendable {
         categories = list("categories")
         rules = list("rules")
         var settings = JSONObject()
-        for key in ["name", "webhook", "apns", "rateLimitPerSecond", "retentionDays"] {
+        for key in ["name", "webhook", "apns", "rateLimitPerSecond", "retentionDays", "identity"] {
             if let value = root[key] { settings[key] = value }
         }
         self.settings = settings
@@ -90,6 +92,14 @@ public struct ConfigurationFile: Sendable {
                     "\(location(pointer)): \(pointer.dropFirst()): a secret is never written in the file; "
                         + "write ${ENV:NAME} and set NAME in the environment")
             }
+        }
+        // HS256 identity keys sign with a secret ActionHook generates and shows once, when the key is added.
+        for (index, key) in (root["identity"]?.objectValue?["keys"]?.arrayValue ?? []).enumerated() {
+            guard let object = key.objectValue, object["secret"] != nil else { continue }
+            let pointer = "/identity/keys/\(index)/secret"
+            problems.append(
+                "\(location(pointer)): \(pointer.dropFirst()): an HS256 secret is never written in the file; "
+                    + "ActionHook generates it when the key is added and apply prints it once")
         }
         if !problems.isEmpty { throw CLIError(lines: problems) }
     }

@@ -30,12 +30,29 @@ extension ConfigurationFiles {
         for key in ["rateLimitPerSecond", "retentionDays"] {
             if let value = settings[key], !value.isNull { file[key] = value }
         }
+        // Identity as the file takes it: the mode and each key's kid, algorithm and public key. An HS256
+        // key's secret stays on the server (`secretConfigured` is the server's to say).
+        if let identity = settings["identity"]?.objectValue {
+            let keys = (identity["keys"]?.arrayValue ?? []).map { key -> JSONValue in
+                let fields = key.objectValue ?? [:]
+                return .object(
+                    JSONObject(
+                        ["kid", "algorithm", "publicKey"].compactMap { name in
+                            fields[name].map { (key: name, value: $0) }
+                        }))
+            }
+            let mode = identity["mode"]?.stringValue ?? IdentityMode.off.rawValue
+            if mode != IdentityMode.off.rawValue || !keys.isEmpty {
+                file["identity"] = .object(["mode": .string(mode), "keys": .array(keys)])
+            }
+        }
         file["categories"] = configuration["categories"] ?? .array([])
         file["rules"] = configuration["rules"] ?? .array([])
         return """
             # The configuration of the app \(appID), written by `actionhook export`.
             # Apply it with `actionhook apply -f FILE`. Secrets are not exported: to set one, add
-            # `secret: ${ENV:NAME}` under webhook (or `privateKey: ${ENV:NAME}` under apns).
+            # `secret: ${ENV:NAME}` under webhook (or `privateKey: ${ENV:NAME}` under apns). An HS256
+            # identity key keeps the secret the server generated for it while its kid stays.
 
             """ + (try YAMLWriter.text(.object(file)))
     }
@@ -46,7 +63,8 @@ public struct Export: ParsableCommand {
     /// The command's description.
     public static let configuration = CommandConfiguration(
         abstract:
-            "Write an app's configuration (settings without secrets, categories, rules) as YAML on standard output.")
+            "Write an app's configuration (settings without secrets, identity keys, categories, rules) as YAML on standard output."
+    )
 
     @Argument(help: "The app's id.")
     var app: String

@@ -12,7 +12,7 @@ struct ActionHookCommand: ParsableCommand {
         abstract: "Turns replies to actionable push notifications into backend actions.",
         subcommands: [
             Serve.self, Migrate.self, Version.self, Inbox.self, Apply.self, Export.self, TestReply.self, Apps.self,
-            Keys.self, Send.self,
+            Keys.self, Send.self, Users.self,
         ],
         defaultSubcommand: Serve.self)
 }

@@ -46,6 +46,15 @@ package struct UserTokenMint: Sendable {
         }
     }
 
+    /// The private key in PEM form (the HS256 secret for HS256), as a backend keeps it.
+    package var privateKeyPEM: String {
+        switch key {
+        case .es256(let key): key.pemRepresentation
+        case .rs256(let key): key.pemRepresentation
+        case .hs256(let secret): secret
+        }
+    }
+
     /// The key as the app definition's `identity.keys` element.
     package var keyJSON: String {
         guard let pem = publicKeyPEM else { return #"{"kid": "\#(kid)", "algorithm": "HS256"}"# }
