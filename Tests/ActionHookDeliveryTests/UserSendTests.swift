@@ -190,7 +190,9 @@ struct UserSendTests {
         let receipt = try bed.call("GET", "/notifications/\(id)")
         let answer = try #require(receipt.json["answer"] as? [String: Any])
         #expect((answer["user"] as? [String: Any])?["verified"] as? Bool == true)
-        let others = (receipt.json["otherReplies"] as? [[String: Any]] ?? []) + (receipt.json["superseded"] as? [[String: Any]] ?? [])
+        let others =
+            (receipt.json["otherReplies"] as? [[String: Any]] ?? [])
+            + (receipt.json["superseded"] as? [[String: Any]] ?? [])
         #expect(Set(others.compactMap { ($0["user"] as? [String: Any])?["id"] as? String }) == ["bob", "alice"])
     }
 
