@@ -106,19 +106,6 @@ public enum UserTokenMinter {
 
     /// Runs jwt-kit's asynchronous signing from a synchronous command and waits for it.
     static func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-        let outcome = Locked<Result<T, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task.detached(executorPreference: executor) {
-            let result: Result<T, any Error>
-            do {
-                result = .success(try await body())
-            } catch {
-                result = .failure(error)
-            }
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        done.wait()
-        return try outcome.withLock { $0! }.get()
+        try executor.wait(for: body)
     }
 }

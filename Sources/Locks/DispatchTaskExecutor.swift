@@ -18,4 +18,24 @@ public final class DispatchTaskExecutor: TaskExecutor {
         let executor = asUnownedTaskExecutor()
         queue.async { job.runSynchronously(on: executor) }
     }
+
+    /// Runs `operation` as a task on this executor and blocks the calling thread until it ends: how a plain
+    /// thread (a request thread, a command) uses an asynchronous library. The task never needs the
+    /// cooperative pool, so a caller holding one of its threads cannot starve it.
+    public func wait<T: Sendable>(for operation: @escaping @Sendable () async throws -> T) throws -> T {
+        let outcome = Locked<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task.detached(executorPreference: self) {
+            let result: Result<T, any Error>
+            do {
+                result = .success(try await operation())
+            } catch {
+                result = .failure(error)
+            }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
+    }
 }

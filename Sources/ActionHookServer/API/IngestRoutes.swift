@@ -11,10 +11,7 @@ extension APIContext {
         router.add(
             .put, "/v1/devices/{deviceToken}",
             endpoint { request in
-                let principal = try auth.requireIngestKey(request)
-                let user = try identities.user(of: request, principal: principal)
-                let token = try deviceTokenParameter(request)
-                try rateLimits.check(appID: principal.appID, appRate: principal.rateLimitPerSecond, deviceToken: token)
+                let (principal, user, token) = try ownDevice(request)
                 var registration = try DeviceRegistration.decode(try request.jsonBody(), userFromToken: true)
                 registration.user = user?.id
                 // Without a user token the app cannot take a device away from the user it is registered to.
@@ -31,10 +28,7 @@ extension APIContext {
         router.add(
             .delete, "/v1/devices/{deviceToken}",
             endpoint { request in
-                let principal = try auth.requireIngestKey(request)
-                let user = try identities.user(of: request, principal: principal)
-                let token = try deviceTokenParameter(request)
-                try rateLimits.check(appID: principal.appID, appRate: principal.rateLimitPerSecond, deviceToken: token)
+                let (principal, user, token) = try ownDevice(request)
                 guard try devices.signOut(appID: principal.appID, token: token, user: user?.id) else {
                     throw APIError.notFound("device")
                 }
@@ -52,6 +46,16 @@ extension APIContext {
                 }
                 return .json(200, listing.body, headers: headers)
             })
+    }
+
+    /// What the app's own device routes check first: its ingest key, its user token as the app's identity
+    /// asks, the path's device token, and the rate limits.
+    func ownDevice(_ request: HTTPRequest) throws -> (IngestPrincipal, VerifiedUser?, String) {
+        let principal = try auth.requireIngestKey(request)
+        let user = try identities.user(of: request, principal: principal)
+        let token = try deviceTokenParameter(request)
+        try rateLimits.check(appID: principal.appID, appRate: principal.rateLimitPerSecond, deviceToken: token)
+        return (principal, user, token)
     }
 
     /// Validates on the server thread, then hands the write to the group-commit batcher; the

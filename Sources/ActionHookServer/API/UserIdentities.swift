@@ -45,19 +45,6 @@ final class UserIdentities: Sendable {
     /// jwt-kit hands out keys only asynchronously; request threads are plain threads (libmicrohttpd's), so
     /// the one-time making of a verifier waits for its task here.
     private static func make(appID: String, settings: IdentitySettings) throws -> UserTokenVerifier {
-        let outcome = Locked<Result<UserTokenVerifier, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task.detached(executorPreference: executor) {
-            let result: Result<UserTokenVerifier, any Error>
-            do {
-                result = .success(try await UserTokenVerifier.make(appID: appID, settings: settings))
-            } catch {
-                result = .failure(error)
-            }
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        done.wait()
-        return try outcome.withLock { $0! }.get()
+        try executor.wait { try await UserTokenVerifier.make(appID: appID, settings: settings) }
     }
 }
