@@ -141,6 +141,11 @@ struct IdentityTests {
         #expect(try bed.reply(token: nil).status == 202)
         #expect(try bed.reply(token: try bed.rs256.token(user: "carol", app: bed.app)).status == 202)
         #expect(try bed.reply(token: try bed.rs256.token(user: "carol", app: bed.app, lifetime: -300)).status == 401)
+        // A device registers anonymously only where identity is off.
+        let anonymous = try bed.register(Self.device(), token: nil)
+        #expect(anonymous.status == 401)
+        #expect(anonymous.json["type"] as? String == "https://actionhook.dev/problems/user-token-required")
+        #expect(try bed.api.count("SELECT count(*) AS n FROM devices") == 0)
         let stored = try bed.stored()
         #expect(stored.count == 2)
         #expect(stored[0].user == nil && stored[0].verified == false)

@@ -12,6 +12,9 @@ extension APIContext {
             .put, "/v1/devices/{deviceToken}",
             endpoint { request in
                 let (principal, user, token) = try ownDevice(request)
+                // Anonymous registration only where identity is off: once the app verifies identity, a device
+                // it registers is always some verified user's.
+                if user == nil, principal.identity.mode != .off { throw APIError.userTokenRequired }
                 var registration = try DeviceRegistration.decode(try request.jsonBody(), userFromToken: true)
                 registration.user = user?.id
                 // Without a user token the app cannot take a device away from the user it is registered to.
