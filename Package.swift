@@ -191,7 +191,10 @@ let package = Package(
         .testTarget(name: "BasicsTests", dependencies: ["Basics"]),
         .testTarget(name: "MicroHTTPDTests", dependencies: ["MicroHTTPD", "TestSupport"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
-        .testTarget(name: "ActionHookCoreTests", dependencies: ["ActionHookCore"]),
+        .testTarget(
+            name: "ActionHookCoreTests",
+            dependencies: ["ActionHookCore", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         .testTarget(
             name: "ActionHookStoreTests",
             dependencies: [

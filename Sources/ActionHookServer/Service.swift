@@ -53,6 +53,7 @@ public final class ActionHookService: Sendable {
         self.longPool = longPool
 
         let cache = AppCache()
+        let deviceKeys = DeviceKeys()
         let purger = AppPurger(pool: longPool, logger: logger)
         self.purger = purger
         webhooks = WebhookSender(
@@ -73,13 +74,15 @@ public final class ActionHookService: Sendable {
         self.worker = worker
         listener = PostgresListener(
             configuration: configuration.database,
-            channels: [Channels.invalidate, Channels.followUps, Channels.appDeleted],
+            channels: [Channels.invalidate, Channels.followUps, Channels.appDeleted, Channels.deviceKeys],
             logger: logger,
             onNotification: { notification in
                 if notification.channel == Channels.followUps {
                     worker?.wake()
                 } else if notification.channel == Channels.appDeleted {
                     purger.wake()
+                } else if notification.channel == Channels.deviceKeys {
+                    deviceKeys.invalidate(announcement: notification.payload)
                 } else {
                     cache.invalidate(appID: notification.payload)
                     worker?.invalidate(appID: notification.payload)
@@ -87,6 +90,7 @@ public final class ActionHookService: Sendable {
             },
             onReconnect: {
                 cache.invalidateAll()
+                deviceKeys.invalidate(announcement: nil)
                 worker?.invalidate(appID: nil)
                 worker?.wake()
                 purger.wake()
@@ -107,7 +111,8 @@ public final class ActionHookService: Sendable {
             observer: metrics.ingestBatchWritten)
         self.batcher = batcher
         let api = APIContext(
-            pool: pool, longPool: longPool, configuration: configuration, cache: cache, batcher: batcher,
+            pool: pool, longPool: longPool, configuration: configuration, cache: cache, deviceKeys: deviceKeys,
+            batcher: batcher,
             metrics: metrics, logger: logger)
         api.registerIngestRoutes(in: &router)
         api.registerAppRoutes(in: &router)

@@ -105,6 +105,21 @@ extension ServiceMetrics {
 }
 
 extension ServiceMetrics {
+    /// Counts a signed reply's check, by app and result: `valid`, or the reason it is `invalid`
+    /// (``SignatureRefusal``: `unknownKey`, `badSignature`, …).
+    public func replySignatureChecked(appID: String, result: String) {
+        counter("actionhook_reply_signatures_total", dimensions: [("app", appID), ("result", result)]).increment()
+    }
+
+    /// Counts a reply stored as `unverified` (a signature was required and it had no valid one), by app and
+    /// category.
+    public func replyUnverified(appID: String, category: String) {
+        counter("actionhook_replies_unverified_total", dimensions: [("app", appID), ("category", category)])
+            .increment()
+    }
+}
+
+extension ServiceMetrics {
     /// Counts a send and the pushes it queued, by app.
     public func notificationSent(appID: String, devices: Int) {
         counter("actionhook_notifications_sent_total", dimensions: [("app", appID)]).increment()

@@ -32,14 +32,28 @@ public struct DeviceStore: Sendable {
             """,
             """
             INSERT INTO devices AS d (app_id, token, status, reason, updated_at, user_id, platform, environment, locale,
-                time_zone, app_version, os_version, model, registered_at)
+                time_zone, app_version, os_version, model, registered_at, public_key, key_fingerprint,
+                key_registered_at)
             VALUES (\(appID), \(token), 'active', NULL, now(), \(user), \(registration.platform),
                 \(registration.environment), \(registration.locale), \(registration.timeZone),
-                \(registration.appVersion), \(registration.osVersion), \(registration.model), now())
+                \(registration.appVersion), \(registration.osVersion), \(registration.model), now(),
+                \(registration.publicKey?.x963)::bytea, \(registration.publicKey?.fingerprint),
+                CASE WHEN \(registration.publicKey?.fingerprint)::text IS NOT NULL THEN now() END)
             ON CONFLICT (app_id, token) DO UPDATE SET status = 'active', reason = NULL, updated_at = now(),
                 user_id = EXCLUDED.user_id, platform = EXCLUDED.platform, environment = EXCLUDED.environment,
                 locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone, app_version = EXCLUDED.app_version,
-                os_version = EXCLUDED.os_version, model = EXCLUDED.model, registered_at = now()
+                os_version = EXCLUDED.os_version, model = EXCLUDED.model, registered_at = now(),
+                -- A new key replaces the current one, which stays the previous key for the window; no key keeps it.
+                public_key = coalesce(EXCLUDED.public_key, d.public_key),
+                key_fingerprint = coalesce(EXCLUDED.key_fingerprint, d.key_fingerprint),
+                key_registered_at = CASE WHEN EXCLUDED.key_fingerprint IS DISTINCT FROM d.key_fingerprint
+                    AND EXCLUDED.key_fingerprint IS NOT NULL THEN now() ELSE d.key_registered_at END,
+                previous_public_key = CASE WHEN EXCLUDED.key_fingerprint <> d.key_fingerprint THEN d.public_key
+                    ELSE d.previous_public_key END,
+                previous_key_fingerprint = CASE WHEN EXCLUDED.key_fingerprint <> d.key_fingerprint
+                    THEN d.key_fingerprint ELSE d.previous_key_fingerprint END,
+                previous_key_retired_at = CASE WHEN EXCLUDED.key_fingerprint <> d.key_fingerprint THEN now()
+                    ELSE d.previous_key_retired_at END
             WHERE NOT \(keepingOwner) OR d.user_id IS NULL
             """,
             """
@@ -47,8 +61,10 @@ public struct DeviceStore: Sendable {
             WHERE app_id = \(appID) AND user_id = \(user) AND status = 'active' AND token IN (
                 SELECT token FROM devices WHERE app_id = \(appID) AND user_id = \(user) AND status = 'active'
                 ORDER BY registered_at DESC, token OFFSET \(DeviceRegistration.maxDevicesPerUser))
+            RETURNING pg_notify(\(Channels.deviceKeys), \(appID) || chr(31) || token)::text AS told
             """,
             "SELECT \(unsafeSQL: Self.columns) FROM devices WHERE app_id = \(appID) AND token = \(token)",
+            "SELECT pg_notify(\(Channels.deviceKeys), \(UnitSeparated.join(appID, token)))",
         ])
         let device = try Self.view(rows[3][0])
         if keepingOwner, registration.user == nil, device.objectValue?["user"] != .null { return nil }
@@ -66,9 +82,33 @@ public struct DeviceStore: Sendable {
                     reason = CASE WHEN status = 'removed' THEN reason ELSE 'signedOut' END,
                     updated_at = CASE WHEN status = 'removed' THEN updated_at ELSE now() END
                 WHERE app_id = \(appID) AND token = \(token) AND user_id IS NOT DISTINCT FROM \(user)
-                RETURNING token
+                RETURNING token, pg_notify(\(Channels.deviceKeys), \(UnitSeparated.join(appID, token)))::text AS told
                 """)
         }.count == 1
+    }
+
+    /// The keys that may verify a reply from `token` now: the current one, and the one it replaced while
+    /// that is younger than `windowSeconds` (the idempotency window). Empty for a device without a key, an
+    /// unknown one, or a removed one (removal forgets its keys).
+    public func verifyingKeys(appID: String, token: String, windowSeconds: Int) throws -> [String: DevicePublicKey] {
+        let rows = try pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT public_key, key_fingerprint,
+                    CASE WHEN previous_key_retired_at > now() - make_interval(secs => \(windowSeconds))
+                        THEN previous_public_key END AS previous_public_key
+                FROM devices WHERE app_id = \(appID) AND token = \(token) AND status <> 'removed'
+                """)
+        }
+        var keys: [String: DevicePublicKey] = [:]
+        for row in rows {
+            for column in ["public_key", "previous_public_key"] {
+                if let bytes = try row.decode(column, as: [UInt8]?.self), let key = DevicePublicKey(bytes: bytes) {
+                    keys[key.fingerprint] = key
+                }
+            }
+        }
+        return keys
     }
 
     /// The app's devices (of one user, when given), by token, a page at a time.
@@ -114,7 +154,7 @@ public struct DeviceStore: Sendable {
 
     static let columns: StaticString = """
         token, user_id, platform, environment, status, reason, locale, time_zone, app_version, os_version, model,
-        registered_at, updated_at
+        registered_at, updated_at, key_fingerprint, key_registered_at
         """
 
     /// A device as the API shows it.
@@ -133,6 +173,9 @@ public struct DeviceStore: Sendable {
             "timeZone": try text("time_zone"), "appVersion": try text("app_version"),
             "osVersion": try text("os_version"), "model": try text("model"), "registeredAt": try time("registered_at"),
             "updatedAt": try time("updated_at"),
+            "publicKey": try row.decode("key_fingerprint", as: String?.self) == nil
+                ? .null
+                : .object(["fingerprint": try text("key_fingerprint"), "registeredAt": try time("key_registered_at")]),
         ])
     }
 }

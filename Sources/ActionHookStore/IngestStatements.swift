@@ -95,6 +95,8 @@ struct IngestStatements {
         var recipient = PostgresBinaryArray(.text, capacity: count * 8)
         var user = PostgresBinaryArray(.text, capacity: count * 8)
         var userVerified = PostgresBinaryArray(.bool, capacity: count * 5)
+        var signature = PostgresBinaryArray(.text, capacity: count * 8)
+        var signatureKey = PostgresBinaryArray(.text, capacity: count * 8)
         for (entryPosition, item, plan) in entries {
             let response = item.response
             position.append(Int32(entryPosition))
@@ -122,6 +124,8 @@ struct IngestStatements {
             // The verified user, else the user the send reached the replying device as (not verified).
             user.append(response.user ?? plan.notification?.deviceUser)
             userVerified.append(response.user != nil)
+            signature.append(response.signature.status)
+            signatureKey.append(response.signature.key)
         }
 
         // Snoozes of this batch that a later answer in the same batch cancels are written as cancelled.
@@ -173,10 +177,12 @@ struct IngestStatements {
                 \(userInfo)::jsonb[], \(deviceToken)::text[], \(clientResponseID)::text[],
                 \(respondedAt)::timestamptz[], \(receivedAt)::timestamptz[], \(outcome)::text[],
                 \(ruleID)::text[], \(subject)::text[], \(answer)::json[], \(notificationID)::uuid[],
-                \(recipient)::text[], \(user)::text[], \(userVerified)::bool[])
+                \(recipient)::text[], \(user)::text[], \(userVerified)::bool[], \(signature)::text[],
+                \(signatureKey)::text[])
                 AS r(position, app_id, id, idempotency_key, request_hash, action_identifier, category_identifier,
                 notification_identifier, user_text, user_info, device_token, client_response_id, responded_at,
-                received_at, outcome, rule_id, subject, answer, notification_id, recipient, user_id, user_verified)
+                received_at, outcome, rule_id, subject, answer, notification_id, recipient, user_id, user_verified,
+                signature, signature_key)
             WHERE substr((SELECT current_setting('actionhook.ingest_guards', true)), r.position, 1) = '1'
                 AND r.app_id = ANY (ARRAY(SELECT a.id FROM apps a WHERE a.id = ANY (\(apps)::text[])))
         ),
@@ -192,11 +198,11 @@ struct IngestStatements {
             INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
                 category_identifier, notification_identifier, user_text, user_info, device_token,
                 client_response_id, responded_at, received_at, outcome, rule_id, subject, answer, notification_id,
-                recipient, user_id, user_verified)
+                recipient, user_id, user_verified, signature, signature_key)
             SELECT r.app_id, r.id, r.idempotency_key, r.request_hash, r.action_identifier, r.category_identifier,
                 r.notification_identifier, r.user_text, r.user_info, r.device_token, r.client_response_id,
                 r.responded_at, r.received_at, r.outcome, r.rule_id, r.subject, r.answer, r.notification_id,
-                r.recipient, r.user_id, r.user_verified
+                r.recipient, r.user_id, r.user_verified, r.signature, r.signature_key
             FROM r
         ),
         followups_inserted AS (
@@ -334,6 +340,7 @@ struct IngestStatements {
             ("""
         SELECT k.position::int AS position, n.id, n.answers, n.expires_at, n.answered_at IS NOT NULL AS answered,
             n.collapse_id, n.category, n.subject, n.created_at, n.events, n.replace_on_answer::text AS replacement,
+            n.signed_replies,
             CASE WHEN n.devices -> k.device ->> 'deviceToken' = k.token THEN n.devices -> k.device ->> 'recipient'
                 END AS recipient,
             CASE WHEN n.devices -> k.device ->> 'deviceToken' = k.token THEN n.devices -> k.device ->> 'user'
@@ -376,7 +383,7 @@ struct IngestStatements {
         }
         let replacement: String? = try row.decode("replacement")
         let push: String? = try row.decode("push")
-        return BoundNotification(
+        var notification = BoundNotification(
             id: try row.decode("id"), answers: AnswerPolicy(rawValue: try row.decode("answers")) ?? .first,
             expiresAt: try row.decode("expires_at"), answered: try row.decode("answered"),
             collapseId: try row.decode("collapse_id"), category: try row.decode("category"),
@@ -385,6 +392,8 @@ struct IngestStatements {
             replacement: try replacement.flatMap { try JSONParser.parse($0).objectValue },
             device: knownDevice ? device : nil, recipient: try row.decode("recipient"), devices: devices,
             push: try push.flatMap { try JSONParser.parse($0).objectValue }, deviceUser: try row.decode("device_user"))
+        notification.signedReplies = try row.decode("signed_replies")
+        return notification
     }
 
     /// Snoozes already given for each (app, notification, device) the batch snoozes, in order.

@@ -231,12 +231,13 @@ public struct NotificationStore: Sendable {
         var statements: [PostgresQuery] = [
             """
             INSERT INTO notifications (app_id, id, idempotency_key, request_hash, category, subject, answers,
-                collapse_id, replace_on_answer, events, devices, steps, silence_at, expires_at, created_at, answer)
+                collapse_id, replace_on_answer, events, devices, steps, silence_at, expires_at, created_at, answer,
+                signed_replies)
             VALUES (\(appID), \(plan.notificationID), \(key), \(request.requestHash), \(request.category),
                 \(request.subject), \(request.answers.rawValue), \(plan.collapseId), \(replacement)::jsonb,
                 \(request.events)::text[], \(PostgresJSON(plan.devicesJSON.jsonText))::jsonb,
                 \(PostgresJSON(plan.stepsJSON.jsonText))::jsonb, \(plan.silenceAt), \(plan.expiresAt), now(),
-                \(PostgresJSON(plan.answer.jsonText))::json)
+                \(PostgresJSON(plan.answer.jsonText))::json, \(request.requireSignedReplies))
             """,
             """
             WITH f AS (
@@ -350,6 +351,10 @@ public struct NotificationStore: Sendable {
                     "deviceToken": (try reply.decode("device_token", as: String?.self)).map(JSONValue.string) ?? .null,
                     "recipient": (try reply.decode("recipient", as: String?.self)).map(JSONValue.string) ?? .null,
                     "user": try Self.replyUser(reply),
+                    // The key that signed it (`key`: the device key's fingerprint), when it was signed.
+                    "signature": SignatureCheck(
+                        status: try reply.decode("signature"), key: try reply.decode("signature_key")
+                    ).json,
                     "receivedAt": .string(Timestamp.format(try reply.decode("received_at"))),
                     "latencyMs": .integer(try reply.decode("latency_ms")),
                 ])
@@ -405,7 +410,7 @@ public struct NotificationStore: Sendable {
     static func receiptReplies(appID: String, id: UUID, createdAt: Date, since: Date) -> PostgresQuery {
         """
         SELECT r.id, r.action_identifier, r.outcome, r.device_token, r.recipient, r.received_at, r.rule_id,
-            r.user_id, r.user_verified, (extract(epoch FROM r.received_at - \(createdAt)) * 1000)::bigint AS latency_ms
+            r.user_id, r.user_verified, r.signature, r.signature_key, (extract(epoch FROM r.received_at - \(createdAt)) * 1000)::bigint AS latency_ms
         FROM responses r
         WHERE r.app_id = \(appID) AND r.notification_id = \(id) AND r.id >= actionhook_uuid_at(\(since))
         ORDER BY r.received_at, r.id
@@ -446,6 +451,7 @@ public struct NotificationStore: Sendable {
     static let columns: StaticString = """
         n.id, n.category, n.subject, n.answers, n.collapse_id, n.events, n.devices, n.steps, n.expires_at,
         n.created_at, n.answered_at, n.answered_response_id, n.replace_on_answer IS NOT NULL AS replaces,
+        n.signed_replies,
         to_char(n.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at_text,
         jsonb_array_length(n.devices) AS device_count,
         actionhook_notification_status(n.answered_at, n.expires_at, n.silence_at) AS status
@@ -460,6 +466,7 @@ public struct NotificationStore: Sendable {
             "category": (try row.decode("category", as: String?.self)).map(JSONValue.string) ?? .null,
             "subject": (try row.decode("subject", as: String?.self)).map(JSONValue.string) ?? .null,
             "answers": .string(try row.decode("answers")),
+            "requireSignedReplies": .bool(try row.decode("signed_replies")),
             "collapseId": .string(try row.decode("collapse_id")),
             "replaceOnAnswer": .bool(try row.decode("replaces")),
             "webhookEvents": .array((try row.decode("events", as: [String].self)).map(JSONValue.string)),

@@ -187,7 +187,13 @@ public struct ResponseStore: Sendable {
                 """)
             let registered =
                 device == nil
-                ? 0 : try connection.execute("DELETE FROM devices WHERE app_id = \(appID) AND token = \(device)")
+                ? 0
+                : try connection.query(
+                    """
+                    DELETE FROM devices WHERE app_id = \(appID) AND token = \(device)
+                    RETURNING pg_notify(\(Channels.deviceKeys), \(appID) || chr(31) || token)::text AS told
+                    """
+                ).count
             guard !erased.isEmpty || !sent.isEmpty else { return (0, 0, 0, named + registered) }
             var cancelledSent = 0
             if !sent.isEmpty {
@@ -260,7 +266,8 @@ public struct ResponseStore: Sendable {
     static let columns: StaticString = """
         id, action_identifier, user_text, category_identifier, notification_identifier, user_info, device_token,
         client_response_id, responded_at, received_at, to_char(received_at AT TIME ZONE 'UTC',
-        'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS received_at_text, outcome, rule_id, subject, user_id, user_verified
+        'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS received_at_text, outcome, rule_id, subject, user_id, user_verified,
+        signature, signature_key
         """
 
     static func decode(_ row: PostgresRow) throws -> StoredResponseView {
@@ -274,6 +281,7 @@ public struct ResponseStore: Sendable {
         let user: String? = try row.decode("user_id")
         let verified: Bool = try row.decode("user_verified")
         if verified { response.user = user }
+        response.signature = SignatureCheck(status: try row.decode("signature"), key: try row.decode("signature_key"))
         return StoredResponseView(
             id: try row.decode("id"), response: response, receivedAt: try row.decode("received_at"),
             outcome: Outcome(rawValue: try row.decode("outcome")) ?? .unmatched, ruleId: try row.decode("rule_id"),

@@ -75,12 +75,17 @@ public struct NotificationCategory: Sendable, Equatable {
     public var maxReplyAgeSeconds: Int?
     /// Whether a reply without `respondedAt` (whose age cannot be judged) is refused.
     public var requireRespondedAt: Bool
+    /// Whether a reply acts only when signed by its device's registered key (``ReplySignature``); an unsigned
+    /// or invalid one is stored as `unverified` and answered 403. Sends of the category require it too.
+    public var requireSignedReplies: Bool
 
     /// Creates a category.
     public init(
         id: String, actions: [NotificationAction] = [], options: [String] = [], intentIdentifiers: [String] = [],
-        subjectKey: String? = nil, maxReplyAgeSeconds: Int? = nil, requireRespondedAt: Bool = false
+        subjectKey: String? = nil, maxReplyAgeSeconds: Int? = nil, requireRespondedAt: Bool = false,
+        requireSignedReplies: Bool = false
     ) {
+        self.requireSignedReplies = requireSignedReplies
         self.id = id
         self.actions = actions
         self.options = options
@@ -143,12 +148,14 @@ public struct NotificationCategory: Sendable, Equatable {
 
         let maxReplyAgeSeconds = reader.integer("maxReplyAgeSeconds", in: ReplyAgeLimit.range, &diagnostics)
         let requireRespondedAt = reader.bool("requireRespondedAt", &diagnostics) ?? false
+        let requireSignedReplies = reader.bool("requireSignedReplies", &diagnostics) ?? false
 
         reader.reportUnknown(&diagnostics, serverOwned: ["createdAt", "updatedAt", "etag", "version"])
         try diagnostics.check()
         return NotificationCategory(
             id: id, actions: actions, options: options, intentIdentifiers: intentIdentifiers, subjectKey: subjectKey,
-            maxReplyAgeSeconds: maxReplyAgeSeconds, requireRespondedAt: requireRespondedAt)
+            maxReplyAgeSeconds: maxReplyAgeSeconds, requireRespondedAt: requireRespondedAt,
+            requireSignedReplies: requireSignedReplies)
     }
 
     private static func decodeAction(
@@ -204,7 +211,7 @@ public struct NotificationCategory: Sendable, Equatable {
     }
 
     /// `{"identifier", "actions": [...], "options", "intentIdentifiers", ("subjectKey"), ("maxReplyAgeSeconds"),
-    /// ("requireRespondedAt")}`: one to one onto
+    /// ("requireRespondedAt"), ("requireSignedReplies")}`: one to one onto
     /// `UNNotificationCategory`, and accepted back by `decode`.
     public var json: JSONValue {
         var object: JSONObject = [
@@ -221,6 +228,9 @@ public struct NotificationCategory: Sendable, Equatable {
         }
         if requireRespondedAt {
             object["requireRespondedAt"] = .bool(true)
+        }
+        if requireSignedReplies {
+            object["requireSignedReplies"] = .bool(true)
         }
         return .object(object)
     }

@@ -16,6 +16,9 @@ public struct DeviceRegistration: Sendable, Equatable {
     public var appVersion: String?
     public var osVersion: String?
     public var model: String?
+    /// The device's P-256 public key for signed replies (``ReplySignature``); nil keeps the key it has. A new
+    /// key replaces the old one, which still verifies replies for the idempotency window.
+    public var publicKey: DevicePublicKey?
 
     /// The platforms a device may have.
     public static let platforms: Set<String> = ["ios"]
@@ -73,11 +76,21 @@ public struct DeviceRegistration: Sendable, Equatable {
             diagnostics.checkLength(value, "/" + name, max: 64)
             reported[name] = value
         }
+        var publicKey: DevicePublicKey?
+        if let text = reader.string("publicKey", &diagnostics) {
+            publicKey = DevicePublicKey(base64: text)
+            if publicKey == nil {
+                diagnostics.invalid(
+                    "/publicKey", "must be the base64 of a P-256 public key: its X9.63 form (65 bytes) or its DER")
+            }
+        }
         reader.reportUnknown(&diagnostics)
         try diagnostics.check()
-        return DeviceRegistration(
+        var registration = DeviceRegistration(
             user: user, platform: platform, environment: environment ?? "production", locale: reported["locale"],
             timeZone: reported["timeZone"], appVersion: reported["appVersion"], osVersion: reported["osVersion"],
             model: reported["model"])
+        registration.publicKey = publicKey
+        return registration
     }
 }

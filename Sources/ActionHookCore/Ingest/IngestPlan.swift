@@ -9,12 +9,17 @@ public struct IngestDecision: Sendable {
     public var subject: String?
     /// The reply's age limit (the category's, or the rule's in its place).
     public var ageLimit: ReplyAgeLimit
+    /// Whether the reply's category or rule acts only on a reply signed by its device's key.
+    public var requiresSignature: Bool
 
     /// Creates a decision.
-    public init(rule: Rule?, subject: String?, ageLimit: ReplyAgeLimit = ReplyAgeLimit()) {
+    public init(
+        rule: Rule?, subject: String?, ageLimit: ReplyAgeLimit = ReplyAgeLimit(), requiresSignature: Bool = false
+    ) {
         self.rule = rule
         self.subject = subject
         self.ageLimit = ageLimit
+        self.requiresSignature = requiresSignature
     }
 
     /// Decides for `response` with the app's rules and categories, at `now` on the server's clock: the
@@ -44,7 +49,8 @@ public struct IngestDecision: Sendable {
         }
         if let rule { try RuleEngine.check(rule.handler, response: response) }
         return IngestDecision(
-            rule: rule, subject: RuleEngine.subject(of: response, category: category), ageLimit: ageLimit)
+            rule: rule, subject: RuleEngine.subject(of: response, category: category), ageLimit: ageLimit,
+            requiresSignature: (category?.requireSignedReplies ?? false) || (rule?.requireSignedReplies ?? false))
     }
 
     /// Whether the reply snoozes: its snoozes of the notification are counted before it is planned.
@@ -177,16 +183,17 @@ public struct IngestPlan: Sendable {
     /// Whether this answer cancels the pending snoozes of its notification (any answer but a snooze, or
     /// one that came too late to act or after another had answered).
     public var cancelsSnoozes: Bool {
-        outcome != .snoozed && outcome != .snoozeLimitReached && outcome != .expired && outcome != .superseded
+        ![.snoozed, .snoozeLimitReached, .expired, .superseded, .unverified].contains(outcome)
     }
 
     /// Plans a response received at `receivedAt` (the database's clock), after `previousSnoozes`
     /// snoozes of its notification, bound to `notification` when it carried the key of a notification
     /// of its app.
     ///
-    /// A bound reply after the notification's `expiresAt` is `expired`; one to a notification another
-    /// reply answered first (`answers: first`) is `superseded`; neither acts. Any other reply but a snooze
-    /// answers the notification when it is the first.
+    /// A reply whose category, rule or notification requires a signature and that has no valid one is
+    /// `unverified`; a bound reply after the notification's `expiresAt` is `expired`; one to a notification
+    /// another reply answered first (`answers: first`) is `superseded`; none of them acts. Any other reply but
+    /// a snooze answers the notification when it is the first.
     ///
     /// The response's id carries `receivedAt` (a UUIDv7's time): responses are partitioned by id, so a
     /// response lands in the partition of the time it was received.
@@ -202,7 +209,11 @@ public struct IngestPlan: Sendable {
         let age = ReplyAgeLimit.age(respondedAt: response.respondedAt, receivedAt: receivedAt)
         let lateForNotification = notification.flatMap(\.expiresAt).map { receivedAt >= $0 } ?? false
         let expired = lateForNotification || decision.ageLimit.isExpired(age: age)
-        if expired {
+        let unverified =
+            (decision.requiresSignature || notification?.signedReplies == true) && !response.signature.isValid
+        if unverified {
+            outcome = .unverified
+        } else if expired {
             outcome = .expired
         } else if let notification, notification.answered, notification.answers == .first {
             outcome = .superseded
@@ -235,7 +246,7 @@ public struct IngestPlan: Sendable {
             notification.map { $0.deviceUser == nil || response.user == nil || $0.deviceUser == response.user } ?? true
         answersNotification =
             unanswered && answeredByItsUser
-            && ![.expired, .superseded, .snoozed, .snoozeLimitReached].contains(outcome)
+            && ![.expired, .superseded, .snoozed, .snoozeLimitReached, .unverified].contains(outcome)
         if answersNotification, let notification {
             planned += notification.answerFollowUps(
                 response,
@@ -266,10 +277,11 @@ public struct IngestPlan: Sendable {
             body["recipient"] = notification.recipient.map(JSONValue.string) ?? .null
         }
         body["user"] = StoredResponseView.userJSON(verified: response.user, deviceUser: notification?.deviceUser)
+        if response.signature != .absent { body["signature"] = response.signature.json }
         // What the 410 tells the client, replayed with it.
-        if lateForNotification, let expiresAt = notification?.expiresAt {
+        if outcome == .expired, lateForNotification, let expiresAt = notification?.expiresAt {
             body["expiresAt"] = .string(Timestamp.format(expiresAt))
-        } else if expired, let limit = decision.ageLimit.maxAgeSeconds, let age {
+        } else if outcome == .expired, let limit = decision.ageLimit.maxAgeSeconds, let age {
             body["maxReplyAgeSeconds"] = .integer(limit)
             body["ageSeconds"] = ReplyAgeLimit.json(age: age)
         }

@@ -28,6 +28,9 @@ public struct NotificationResponse: Sendable, Equatable {
     /// The user the reply's user token proved (its verified `sub`). Never read from the body: the server
     /// sets it after verifying `ActionHook-User-Token`; nil when the reply carried no token.
     public var user: String?
+    /// What the reply's `ActionHook-Reply-Signature` proved (``ReplySignature``). Never read from the body: the
+    /// server sets it after checking the header against the device's registered key.
+    public var signature: SignatureCheck = .absent
 
     /// Creates a response from its parts, as they are (no normalisation).
     public init(

@@ -32,7 +32,8 @@ public struct StoredResponseView: Sendable, Equatable {
     }
 
     /// `{"id", "actionIdentifier", "userText", "categoryIdentifier", "notificationIdentifier", "userInfo",
-    /// "deviceToken", "responseId", "respondedAt", "receivedAt", "outcome", "ruleId", "subject", "user"}`, every
+    /// "deviceToken", "responseId", "respondedAt", "receivedAt", "outcome", "ruleId", "subject", "user",
+    /// "signature"}`, every
     /// member present (`null` when absent), ids lowercase, times RFC 3339 UTC with milliseconds.
     public var json: JSONValue {
         var object: JSONObject = ["id": .string(id.lowercasedString)]
@@ -44,6 +45,7 @@ public struct StoredResponseView: Sendable, Equatable {
         object["ruleId"] = ruleId.map(JSONValue.string) ?? .null
         object["subject"] = subject.map(JSONValue.string) ?? .null
         object["user"] = Self.userJSON(verified: response.user, deviceUser: deviceUser)
+        object["signature"] = response.signature.json
         return .object(object)
     }
 

@@ -20,4 +20,8 @@ public enum Outcome: String, Sendable, CaseIterable {
     /// The reply answered a sent notification (`answers: first`) that another reply had answered first:
     /// stored, and it acted on nothing.
     case superseded
+    /// The reply's category, rule or notification requires replies signed by their device's key
+    /// (`requireSignedReplies`) and its signature was absent or invalid: stored for the record, it acted on
+    /// nothing and answered nothing.
+    case unverified
 }

@@ -28,13 +28,17 @@ public struct Rule: Sendable, Equatable {
     public var maxReplyAgeSeconds: Int?
     /// Overrides the category's `requireRespondedAt`; nil: the category's.
     public var requireRespondedAt: Bool?
+    /// Whether the replies this rule takes act only when signed by their device's key; a rule cannot loosen
+    /// its category's requirement.
+    public var requireSignedReplies: Bool
 
     /// Creates a rule.
     public init(
         id: String, description: String? = nil, priority: Int = Rule.defaultPriority, enabled: Bool = true,
         match: RuleMatch = RuleMatch(), handler: RuleHandler, followUps: [FollowUpTemplate] = [],
-        maxReplyAgeSeconds: Int? = nil, requireRespondedAt: Bool? = nil
+        maxReplyAgeSeconds: Int? = nil, requireRespondedAt: Bool? = nil, requireSignedReplies: Bool = false
     ) {
+        self.requireSignedReplies = requireSignedReplies
         self.maxReplyAgeSeconds = maxReplyAgeSeconds
         self.requireRespondedAt = requireRespondedAt
         self.id = id
@@ -108,6 +112,7 @@ public struct Rule: Sendable, Equatable {
 
         let maxReplyAgeSeconds = reader.integer("maxReplyAgeSeconds", in: ReplyAgeLimit.range, &diagnostics)
         let requireRespondedAt = reader.bool("requireRespondedAt", &diagnostics)
+        let requireSignedReplies = reader.bool("requireSignedReplies", &diagnostics) ?? false
 
         reader.reportUnknown(&diagnostics, serverOwned: serverOwned)
         try diagnostics.check()
@@ -115,11 +120,11 @@ public struct Rule: Sendable, Equatable {
         return Rule(
             id: ruleID, description: description, priority: priority, enabled: enabled, match: match ?? RuleMatch(),
             handler: handler, followUps: followUps, maxReplyAgeSeconds: maxReplyAgeSeconds,
-            requireRespondedAt: requireRespondedAt)
+            requireRespondedAt: requireRespondedAt, requireSignedReplies: requireSignedReplies)
     }
 
     /// `{"id", ("description"), "priority", "enabled", "match", "handler", "followUps", ("maxReplyAgeSeconds"),
-    /// ("requireRespondedAt")}`: the shape the API
+    /// ("requireRespondedAt"), ("requireSignedReplies")}`: the shape the API
     /// accepts, so `decode(json, id: nil)` gives this rule back.
     public var json: JSONValue {
         var object: JSONObject = ["id": .string(id)]
@@ -131,6 +136,7 @@ public struct Rule: Sendable, Equatable {
         object["followUps"] = .array(followUps.map(\.json))
         if let maxReplyAgeSeconds { object["maxReplyAgeSeconds"] = .integer(maxReplyAgeSeconds) }
         if let requireRespondedAt { object["requireRespondedAt"] = .bool(requireRespondedAt) }
+        if requireSignedReplies { object["requireSignedReplies"] = .bool(true) }
         return .object(object)
     }
 }

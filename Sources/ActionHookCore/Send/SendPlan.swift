@@ -261,6 +261,9 @@ public struct BoundNotification: Sendable, Equatable {
     /// The push this device was sent (the APNs follow-up's payload: token, push type, `payload`, collapse
     /// id), read only for a snooze, which re-delivers exactly it; nil for a device not of the send.
     public var push: JSONObject?
+    /// Whether its replies act only when signed by their device's key (its category's `requireSignedReplies`,
+    /// or the send's own).
+    public var signedReplies = false
 
     /// Creates a bound notification.
     public init(

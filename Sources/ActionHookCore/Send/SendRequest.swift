@@ -126,6 +126,9 @@ public struct SendRequest: Sendable, Equatable {
     public var events: [String]
     /// The SHA-256 of the body as sent, to tell a replay from another body under the same key.
     public var requestHash: [UInt8]
+    /// Whether only replies signed by their device's key act on the notification (``ReplySignature``): the
+    /// body's `requireSignedReplies`, or its category's (set by the route, which knows the app's categories).
+    public var requireSignedReplies = false
 
     /// The default replacement shown on the other devices once one device answered.
     public static let defaultReplacement: JSONObject = [
@@ -212,6 +215,7 @@ public struct SendRequest: Sendable, Equatable {
                 diagnostics.invalid("/answers", "must be first or each")
             }
         }
+        let requireSignedReplies = reader.bool("requireSignedReplies", &diagnostics) ?? false
         var replaceOnAnswer: JSONObject?
         if let value = reader.raw("replaceOnAnswer"), !value.isNull {
             switch value {
@@ -280,6 +284,7 @@ public struct SendRequest: Sendable, Equatable {
             replaceOnAnswer: replaceOnAnswer, onNoReply: steps, events: events,
             requestHash: SHA256.hash(data: Array(body.jsonBytes)).withUnsafeBytes { Array($0) })
         request.escalationUsers = escalationUsers
+        request.requireSignedReplies = requireSignedReplies
         try request.checkPayloadSize(limits: limits)
         return request
     }

@@ -12,6 +12,19 @@ public enum Hex {
         }
     }
 
+    /// `bytes` as lower-case hex text.
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        append(bytes, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Whether `text` is only lower-case hex digits.
+    public static func isLowercaseHex(_ text: String) -> Bool {
+        text.utf8.allSatisfy { digits.contains($0) }
+    }
+
     /// Appends `uuid` in its canonical lower-case form (8-4-4-4-12 digits).
     public static func append(_ uuid: UUID, to out: inout [UInt8]) {
         withUnsafeBytes(of: uuid.uuid) { raw in

@@ -25,6 +25,8 @@ struct APIContext: Sendable {
     let auth: Authenticator
     /// The users phones prove with their user tokens.
     let identities = UserIdentities()
+    /// The devices' reply-signing keys.
+    let deviceKeys: DeviceKeys
     let cache: AppCache
     let limits: IngestLimits
     let rateLimits: IngestRateLimits
@@ -40,7 +42,7 @@ struct APIContext: Sendable {
 
     init(
         pool: PostgresPool, longPool: PostgresPool, configuration: Configuration, cache: AppCache,
-        batcher: IngestBatcher,
+        deviceKeys: DeviceKeys, batcher: IngestBatcher,
         metrics: ServiceMetrics, logger: Logger
     ) {
         self.batcher = batcher
@@ -60,6 +62,7 @@ struct APIContext: Sendable {
         adminTokens = AdminTokenStore(pool: pool)
         stats = StatsStore(pool: pool)
         self.cache = cache
+        self.deviceKeys = deviceKeys
         auth = Authenticator(
             bootstrapToken: configuration.adminToken, adminTokens: adminTokens, apps: apps, cache: cache)
         limits = IngestLimits()

@@ -65,6 +65,16 @@ struct ReplyExpired: Error {
     let replayed: Bool
 }
 
+/// A reply stored as `unverified`: its category, rule or notification requires a reply signed by the device's
+/// key and its signature was absent or invalid. Answered `403 Forbidden`, first and on every replay: the client
+/// must not send it again as it is.
+struct ReplyUnverified: Error {
+    /// The stored answer, whose members (id, rule, signature) the problem carries.
+    let answer: StoredAnswer
+    /// Whether this is a replay of the stored answer.
+    let replayed: Bool
+}
+
 /// Turns any error into its problem+json answer: the one place where errors meet statuses.
 struct ErrorMapper: Sendable {
     let logger: Logger
@@ -75,6 +85,8 @@ struct ErrorMapper: Sendable {
             return .problem(error.problem, headers: error.headers)
         case let expired as ReplyExpired:
             return Self.response(for: expired)
+        case let unverified as ReplyUnverified:
+            return Self.response(for: unverified)
         case let failure as ValidationFailure:
             return .problem(
                 ProblemDetails(
@@ -125,6 +137,27 @@ struct ErrorMapper: Sendable {
         var headers: HTTPHeaders = ["Content-Type": "application/problem+json"]
         if expired.replayed { headers.set("Idempotent-Replayed", "true") }
         return HTTPResponse(status: 410, headers: headers, body: JSONValue.object(problem).jsonBytes)
+    }
+
+    /// The `403 Forbidden` an unverified reply gets: problem+json with the stored response's id, its rule and
+    /// what its signature proved (`signature`: `null` when absent, else `{"status": "invalid", …}`).
+    static func response(for unverified: ReplyUnverified) -> HTTPResponse {
+        let stored = unverified.answer.body.objectValue ?? JSONObject()
+        var problem: JSONObject = [
+            "type": .string("https://actionhook.dev/problems/reply-signature-required"),
+            "title": .string("Reply signature required"),
+            "status": .integer(403),
+            "detail": .string(
+                "Replies here act only when signed by the device's registered key (ActionHook-Reply-Signature); "
+                    + "this one's signature was absent or invalid: it was stored as unverified and did not act."),
+        ]
+        for member in ["id", "ruleId", "notificationId"] {
+            if let value = stored[member] { problem[member] = value }
+        }
+        problem["signature"] = stored["signature"] ?? .null
+        var headers: HTTPHeaders = ["Content-Type": "application/problem+json"]
+        if unverified.replayed { headers.set("Idempotent-Replayed", "true") }
+        return HTTPResponse(status: 403, headers: headers, body: JSONValue.object(problem).jsonBytes)
     }
 
     func headers(for error: StoreError) -> HTTPHeaders {

@@ -22,19 +22,21 @@ extension APIContext {
                     let device = try devices.register(
                         appID: principal.appID, token: token, registration, keepingOwner: user == nil)
                 else {
+                    deviceKeys.invalidate(appID: principal.appID, token: token)
                     throw APIError.conflict(
                         "This device is registered to a user; register it with that user's token (ActionHook-User-Token)."
                     )
                 }
+                deviceKeys.invalidate(appID: principal.appID, token: token)
                 return .json(200, device)
             })
         router.add(
             .delete, "/v1/devices/{deviceToken}",
             endpoint { request in
                 let (principal, user, token) = try ownDevice(request)
-                guard try devices.signOut(appID: principal.appID, token: token, user: user?.id) else {
-                    throw APIError.notFound("device")
-                }
+                let signedOut = try devices.signOut(appID: principal.appID, token: token, user: user?.id)
+                deviceKeys.invalidate(appID: principal.appID, token: token)
+                guard signedOut else { throw APIError.notFound("device") }
                 return .noContent
             })
         router.add(
@@ -81,6 +83,11 @@ extension APIContext {
                     if !replayed { metrics.replyExpired(appID: item.appID, category: knownCategory(item)) }
                     respond(
                         errors.response(for: ReplyExpired(answer: stored.answer, replayed: replayed), request: request))
+                case .unverified:
+                    if !replayed { metrics.replyUnverified(appID: item.appID, category: knownCategory(item)) }
+                    respond(
+                        errors.response(
+                            for: ReplyUnverified(answer: stored.answer, replayed: replayed), request: request))
                 default:
                     if let answered = stored.answer.answered {
                         metrics.notificationAnswered(
@@ -119,11 +126,36 @@ extension APIContext {
         response.user = user?.id
         try rateLimits.check(
             appID: principal.appID, appRate: principal.rateLimitPerSecond, deviceToken: response.deviceToken)
+        response.signature = try replySignature(request, appID: principal.appID, response: response)
         var item = IngestItem(
             appID: principal.appID, idempotencyKey: try idempotencyKey(request, response: response), response: response,
             decision: try decide(response, appID: principal.appID))
         item.keyFromClient = request.headers["idempotency-key"] != nil || response.responseId != nil
         return item
+    }
+
+    /// What the reply's `ActionHook-Reply-Signature` proves, checked here on the request's thread (an ECDSA
+    /// verification is the costliest step of a reply; the database writer never waits for one) against the
+    /// device's keys, which are cached.
+    func replySignature(_ request: HTTPRequest, appID: String, response: NotificationResponse) throws
+        -> SignatureCheck
+    {
+        guard let header = request.headers[ReplySignature.header.lowercased()] else { return .absent }
+        let window = idempotencyTTLHours * 3600
+        let check = try ReplySignature.check(
+            header: header, appID: appID, response: response, idempotencyKey: request.headers["idempotency-key"],
+            now: Date(), windowSeconds: window
+        ) { token in
+            try deviceKeys.keys(appID: appID, token: token) {
+                try devices.verifyingKeys(appID: appID, token: token, windowSeconds: window)
+            }
+        }
+        switch check {
+        case .valid: metrics.replySignatureChecked(appID: appID, result: "valid")
+        case .invalid(let reason): metrics.replySignatureChecked(appID: appID, result: reason?.rawValue ?? "invalid")
+        case .absent: break
+        }
+        return check
     }
 
     /// The first matching rule, the subject and the age limit (``IngestDecision/decide``), with the

@@ -16,11 +16,14 @@ extension APIContext {
             .post, "/v1/apps/{app}/notifications", bodyLimit: Self.sendBodyLimit,
             sender { request, appID in
                 let key = try idempotencyKeyHeader(request)
-                let body = try SendRequest.decode(try request.jsonBody(), limits: sendLimits, now: Date())
-                if let category = body.category, try ruleSet(appID: appID).categories[category] == nil {
-                    throw ValidationFailure.invalid([
-                        FieldError(pointer: "/category", detail: "is not one of the app's categories")
-                    ])
+                var body = try SendRequest.decode(try request.jsonBody(), limits: sendLimits, now: Date())
+                if let name = body.category {
+                    guard let category = try ruleSet(appID: appID).categories[name] else {
+                        throw ValidationFailure.invalid([
+                            FieldError(pointer: "/category", detail: "is not one of the app's categories")
+                        ])
+                    }
+                    if category.requireSignedReplies { body.requireSignedReplies = true }
                 }
                 if !body.stepWebhookURLs.isEmpty {
                     try body.checkWebhookTargets(
@@ -56,6 +59,7 @@ extension APIContext {
                 let registration = try DeviceRegistration.decode(try request.jsonBody(), userFromToken: false)
                 guard let device = try devices.register(appID: appID, token: token, registration, keepingOwner: false)
                 else { preconditionFailure("a registration that may take the device always stores it") }
+                deviceKeys.invalidate(appID: appID, token: token)
                 return .json(200, device)
             })
         router.add(
