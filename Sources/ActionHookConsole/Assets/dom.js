@@ -55,6 +55,26 @@ export function json(value) {
 }
 
 /**
+ * What a reply's signature proved (`{"status", "key"}` or null): "signed" with the device key's fingerprint,
+ * "invalid signature", or a dash when the reply was not signed.
+ */
+export function signatureMark(signature) {
+  if (!signature || !signature.status) return h("span", { class: "signature-mark", "data-signature": "absent" }, "—");
+  const valid = signature.status === "valid";
+  return h(
+    "span", { class: `signature-mark ${valid ? "valid" : "invalid"}`, "data-signature": valid ? "valid" : "invalid" },
+    h(
+      "span", {
+        class: `badge signature ${valid ? "valid" : "invalid"}`,
+        title: valid ? "Signed by the device's registered key." : "The signature did not verify against the device's keys.",
+      },
+      valid ? "signed" : "invalid signature",
+    ),
+    valid && signature.key ? h("span", { class: "mono key" }, " ", signature.key) : "",
+  );
+}
+
+/**
  * A reply's user (`{"id", "verified"}` or null) as its id and a "verified" or "unverified" mark: verified
  * when the reply came with a user token the app's keys proved, unverified when it is only the user the
  * send reached the device as. A dash when the reply has no user.

@@ -6,7 +6,7 @@
 // a verified or unverified mark.
 
 import { allPages, query, seg } from "./api.js";
-import { h, replace, time, userMark } from "./dom.js";
+import { h, replace, signatureMark, time, userMark } from "./dom.js";
 
 const STATUSES = ["pending", "answered", "unanswered", "expired"];
 const PAGE_SIZE = 50;
@@ -54,7 +54,7 @@ function followUpStatus(followUp) {
 function replyTable(replies, kind) {
   return h(
     "table", { class: `receipt-table receipt-replies ${kind}` },
-    h("thead", {}, h("tr", {}, ["received", "action", "outcome", "device", "recipient", "user", "latency"].map((name) => h("th", {}, name)))),
+    h("thead", {}, h("tr", {}, ["received", "action", "outcome", "device", "recipient", "user", "signature", "latency"].map((name) => h("th", {}, name)))),
     h(
       "tbody", {},
       replies.map((reply) =>
@@ -66,6 +66,7 @@ function replyTable(replies, kind) {
           h("td", {}, shortToken(reply.deviceToken)),
           h("td", { class: "recipient" }, reply.recipient ?? "—"),
           h("td", { class: "user" }, userMark(reply.user)),
+          h("td", { class: "signature" }, signatureMark(reply.signature)),
           h("td", { class: "latency" }, latency(reply.latencyMs)),
         ),
       ),
@@ -127,6 +128,7 @@ function answerView(answer) {
     h("dt", {}, "Device"), h("dd", {}, shortToken(answer.deviceToken)),
     h("dt", {}, "Recipient"), h("dd", { class: "recipient" }, answer.recipient ?? "—"),
     h("dt", {}, "User"), h("dd", { class: "user" }, userMark(answer.user)),
+    h("dt", {}, "Signature"), h("dd", { class: "signature" }, signatureMark(answer.signature)),
     h("dt", {}, "Received"), h("dd", {}, time(answer.receivedAt)),
     h("dt", {}, "Latency"), h("dd", { class: "latency" }, latency(answer.latencyMs)),
     h("dt", {}, "Reply"), h("dd", { class: "mono" }, answer.responseId),

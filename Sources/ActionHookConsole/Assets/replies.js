@@ -3,7 +3,7 @@
 // shows its user with a verified or unverified mark.
 
 import { query, seg } from "./api.js";
-import { h, json, replace, time, userMark } from "./dom.js";
+import { h, json, replace, signatureMark, time, userMark } from "./dom.js";
 import { OUTCOMES } from "./chart.js";
 
 function field(id, label, input) {
@@ -89,7 +89,7 @@ export function render(context) {
         updated,
         h(
           "table", { class: "replies" },
-          h("thead", {}, h("tr", {}, ["received", "action", "category", "subject", "outcome", "user"].map((name) => h("th", {}, name)))),
+          h("thead", {}, h("tr", {}, ["received", "action", "category", "subject", "outcome", "user", "signature"].map((name) => h("th", {}, name)))),
           feed,
         ),
       ),
@@ -124,6 +124,7 @@ export function render(context) {
           h("dt", {}, "Subject"), h("dd", {}, reply.subject ?? "—"),
           h("dt", {}, "Device"), h("dd", { class: "mono" }, reply.deviceToken ?? "—"),
           h("dt", {}, "User"), h("dd", { class: "user" }, userMark(reply.user)),
+          h("dt", {}, "Signature"), h("dd", { class: "signature" }, signatureMark(reply.signature)),
           h("dt", {}, "Responded"), h("dd", {}, time(reply.respondedAt)),
           h("dt", {}, "Received"), h("dd", {}, time(reply.receivedAt)),
         ),
@@ -173,6 +174,7 @@ export function render(context) {
             h("td", {}, reply.subject ?? "—"),
             h("td", {}, h("span", { class: `badge outcome-${reply.outcome}` }, reply.outcome)),
             h("td", { class: "user" }, userMark(reply.user)),
+            h("td", { class: "signature" }, signatureMark(reply.signature)),
           );
           row.addEventListener("click", () => openDetail(reply.id));
           row.addEventListener("keydown", (event) => {
