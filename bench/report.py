@@ -31,6 +31,8 @@ GOALS = {
     "P2b-mixed": ("as P2b, 1 reply in 4 with a follow-up (ActionHook mixed / C reference mixed)", ">=", 0.8, "x"),
     "P11-ingest": ("ActionHook durable ingest with identity required (a verified user token per request, one user "
                    "per connection) / the same with identity off", ">=", 0.9, "x"),
+    "P11-signed": ("ActionHook durable ingest with every reply signed by its device and verified / the same unsigned",
+                   ">=", 0.8, "x"),
     "P3": ("ActionHook validation-only (422 before the database) / bare C libmicrohttpd", ">=", 0.8, "x"),
     "P4-half": ("ActionHook p99 latency at half of peak load", "<=", 5.0, "ms"),
     "P4-peak": ("ActionHook p99 latency at peak load", "<=", 25.0, "ms"),
@@ -49,6 +51,7 @@ ORDER = [
     ("reference-mixed", "C reference, 1 reply in 4 with a follow-up"),
     ("actionhook", "ActionHook: durable ingest"),
     ("actionhook-identity", "ActionHook: durable ingest, identity required"),
+    ("actionhook-signed", "ActionHook: durable ingest, every reply signed and verified"),
     ("actionhook-mixed", "ActionHook, 1 reply in 4 with a follow-up"),
     ("actionhook-reject", "ActionHook: 422 before the database"),
     ("actionhook-unauthorized", "ActionHook: 401 without a key (HTTP layer)"),
@@ -64,6 +67,7 @@ REFERENCE = {
     "actionhook-reject": "bare",
     "actionhook-unauthorized": "bare",
     "actionhook-identity": "actionhook",
+    "actionhook-signed": "actionhook",
 }
 
 
@@ -256,6 +260,7 @@ def main():
         "P2-mixed": figure("P2-mixed", ratio("actionhook-mixed", "pgbench-p2-mixed")),
         "P2b-mixed": figure("P2b-mixed", ratio("actionhook-mixed", "reference-mixed")),
         "P11-ingest": figure("P11-ingest", ratio("actionhook-identity", "actionhook")),
+        "P11-signed": figure("P11-signed", ratio("actionhook-signed", "actionhook")),
         "P3": figure("P3", ratio("actionhook-reject", "bare")),
         "P4-half": figure("P4-half", get("actionhook-half", "p99_ms")),
         "P4-peak": figure("P4-peak", get("actionhook", "p99_ms")),
@@ -342,7 +347,7 @@ def main():
 
     summary = " ".join(
         f"{key}={fmt(figures[key]['value'], 2)}"
-        for key in ("P1", "P2", "P2b", "P2-mixed", "P2b-mixed", "P11-ingest", "P3", "P4-half", "P4-peak", "P5-peak", "P5-drift"))
+        for key in ("P1", "P2", "P2b", "P2-mixed", "P2b-mixed", "P11-ingest", "P11-signed", "P3", "P4-half", "P4-peak", "P5-peak", "P5-drift"))
     if failing:
         print(f"bench: FAIL ({', '.join(failing)}) {summary}")
         return 1

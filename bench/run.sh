@@ -23,6 +23,9 @@
 #                        HTTP layer alone, to tell its cost from the validation's (no figure)
 #   actionhook-identity  the same requests to an app with identity `required` (ES256), each carrying the user
 #                        token of one of BENCH_CONNECTIONS users (P11: / actionhook, same run)
+#   actionhook-signed    the same requests, each signed by one of 256 registered devices and verified (P11:
+#                        / actionhook, same run); bench/signed_replies.py signs them before the run, as phones
+#                        sign on their own CPUs
 #   actionhook-half      ActionHook paced at half its measured peak (P4), see bench/lua/ingest.lua
 #   actionhook-soak      ActionHook at full load for one long run of BENCH_SOAK seconds (P5's drift)
 # The load comes from wrk with bench/lua/ingest.lua. Server memory is read from /proc/PID/status
@@ -327,6 +330,11 @@ for user in range(int(sys.argv[4])):
     print(mint_user_token(sys.argv[3], f"user-{user}", "bench", key, lifetime_seconds=6 * 3600))
 PY
 fi
+if wants actionhook-signed; then
+    # Devices of the same app, each registered with its own P-256 key.
+    "$repo_root/.build-tools/venv/bin/python3" "$bench_dir/signed_replies.py" register \
+        "http://127.0.0.1:$actionhook_port" "$admin_token" "$app_id" 256 "$raw/signed-keys.json"
+fi
 log "app '$app_id' set up: $(psql_bench -tAc "SELECT count(*) FROM categories WHERE app_id = '$app_id'") categories, $(psql_bench -tAc "SELECT count(*) FROM rules WHERE app_id = '$app_id'") rules"
 stop_server
 
@@ -409,7 +417,8 @@ if wants reference || wants reference-mixed; then
     stop_server
 fi
 
-if wants actionhook || wants actionhook-identity || wants actionhook-mixed || wants actionhook-reject ||
+if wants actionhook || wants actionhook-identity || wants actionhook-signed || wants actionhook-mixed ||
+    wants actionhook-reject ||
     wants actionhook-unauthorized || wants actionhook-half || wants actionhook-soak; then
     log "--- ActionHook (release)"
     reset_tables
@@ -428,6 +437,33 @@ if wants actionhook || wants actionhook-identity || wants actionhook-mixed || wa
             (SELECT count(*) FROM responses WHERE user_verified) || ' verified, ' ||
             (SELECT count(DISTINCT user_id) FROM responses) || ' users), ' ||
             (SELECT count(*) FROM followups) || ' follow-ups'")"
+    fi
+    if wants actionhook-signed; then
+        reset_tables
+        # Enough signed replies for the whole contender: its unsigned rate in this run (or 15,000/s) for
+        # every second it runs, and a third more; never sent twice (a replay would answer 200).
+        signed_lines="$(python3 - "$raw" "$runs" "$(( warmup + runs * duration ))" <<'PY'
+import json, statistics, sys
+raw, runs, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rates = []
+for phase in range(1, runs + 1):
+    try:
+        rates.append(json.load(open(f"{raw}/actionhook-{phase}.json"))["good_rps"])
+    except (OSError, KeyError, ValueError):
+        pass
+print(int((statistics.median(rates) if rates else 15000) * seconds * 1.35))
+PY
+)"
+        log "signing $signed_lines replies for actionhook-signed"
+        "$repo_root/.build-tools/venv/bin/python3" "$bench_dir/signed_replies.py" generate "$raw/signed-keys.json" \
+            "$app_id" "$signed_lines" "$wrk_threads" "$raw/signed"
+        run_wrk actionhook-signed "http://127.0.0.1:$actionhook_port/v1/responses" \
+            BENCH_MODE=ingest BENCH_KEY="$ingest_key" BENCH_EXPECT=202 BENCH_SIGNED="$raw/signed"
+        log "actionhook-signed stored: $(psql_bench -tAc "SELECT (SELECT count(*) FROM responses) || ' responses (' ||
+            (SELECT count(*) FROM responses WHERE signature = 'valid') || ' valid, ' ||
+            (SELECT count(*) FROM responses WHERE signature = 'invalid') || ' invalid), ' ||
+            (SELECT count(*) FROM followups) || ' follow-ups'")"
+        rm -f "$raw"/signed-*.txt "$raw"/signed-*.pos
     fi
     if wants actionhook-mixed; then
         reset_tables

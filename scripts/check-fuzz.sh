@@ -5,7 +5,7 @@
 # sanitizer report or broken invariant; the input that found it is kept in .build-fuzz/findings/ and
 # can be replayed with a plain build:
 #   ACTIONHOOK_FUZZ_TARGET=<target> swift run ActionHookFuzz .build-fuzz/findings/<file>
-# Targets: ingest, rule, template, address, signature (FUZZ_TARGETS picks some). FUZZ_SECONDS=0 runs
+# Targets: ingest, rule, template, address, signature, reply-signature (FUZZ_TARGETS picks some). FUZZ_SECONDS=0 runs
 # the seeds once without fuzzing.
 set -euo pipefail
 
@@ -16,7 +16,7 @@ seconds="${FUZZ_SECONDS:-20}"
     echo "check-fuzz: FUZZ_SECONDS must be a whole number of seconds" >&2
     exit 2
 }
-read -r -a targets <<<"${FUZZ_TARGETS:-ingest rule template address signature}"
+read -r -a targets <<<"${FUZZ_TARGETS:-ingest rule template address signature reply-signature}"
 
 swift build -c release --product ActionHookFuzz --scratch-path .build-fuzz \
     -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xswiftc -parse-as-library 2>&1 | tail -n 3

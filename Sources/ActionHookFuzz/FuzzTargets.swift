@@ -17,6 +17,8 @@ enum FuzzTarget: String, CaseIterable {
     case address
     /// A webhook secret (up to the first NUL) and a body, signed.
     case signature
+    /// An `ActionHook-Reply-Signature` header (up to the first NUL) and a reply body, checked against a device key.
+    case replySignature = "reply-signature"
 
     /// The target named by `ACTIONHOOK_FUZZ_TARGET`.
     static var selected: FuzzTarget {
@@ -37,6 +39,7 @@ enum FuzzTarget: String, CaseIterable {
         case .template: Self.template(bytes)
         case .address: Self.address(bytes)
         case .signature: Self.signature(bytes)
+        case .replySignature: Self.replySignature(bytes)
         }
     }
 
@@ -93,6 +96,27 @@ enum FuzzTarget: String, CaseIterable {
         guard let header = WebhookSignature.sign(id: "msg_fuzz", timestamp: 1_795_168_800, body: body, secret: secret)
         else { return }
         check(header.hasPrefix("v1,"), "a signature header starts with v1,")
+    }
+
+    /// A device key no input holds the private half of: no header and body the fuzzer makes can verify.
+    private static let deviceKey = DevicePublicKey(
+        bytes: Array(P256.Signing.PrivateKey().publicKey.x963Representation))!
+
+    private static func replySignature(_ bytes: [UInt8]) {
+        let split = bytes.firstIndex(of: 0) ?? bytes.count
+        let header = String(decoding: bytes[..<split], as: UTF8.self)
+        if let parsed = ReplySignature.Header(header) {
+            let again = ReplySignature.Header(ReplySignature.Header.text(key: parsed.key, signature: parsed.signature))
+            check(again == parsed, "a parsed reply signature header reads back the same from its text")
+        }
+        let body = Array(bytes[min(split + 1, bytes.count)...])
+        guard let value = try? JSONParser.parse(body), let response = try? NotificationResponse.decode(value) else {
+            return
+        }
+        let verdict = ReplySignature.check(
+            header: header, appID: "fuzz", response: response, now: Date(), windowSeconds: 86_400
+        ) { _ in [deviceKey.fingerprint: deviceKey] }
+        check(!verdict.isValid, "no input verifies against a key whose private half no input holds")
     }
 
     /// Responses from the iOS shapes: an invite answered with userInfo, a text reply, the legacy shape.

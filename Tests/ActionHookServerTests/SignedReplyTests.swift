@@ -1,5 +1,4 @@
 import Foundation
-import Locks
 import Postgres
 import ServiceTestSupport
 import TestSupport
@@ -88,6 +87,16 @@ struct SignedReplyTests {
             let id = try #require(id as? String)
             return try api.query("SELECT outcome FROM responses WHERE id = \(id)::uuid").first?.decode("outcome")
         }
+    }
+
+    /// What concurrent races hand back.
+    final class Collected<Item>: @unchecked Sendable {
+        // @unchecked: every access holds the lock.
+        private let lock = NSLock()
+        private var stored: [Item] = []
+
+        func append(_ item: Item) { lock.withLock { stored.append(item) } }
+        var items: [Item] { lock.withLock { stored } }
     }
 
     static func device() -> String {
@@ -247,8 +256,8 @@ struct SignedReplyTests {
         let forgedFirst = try bed.post(bed.body(tablet, notification: (open, 1)), signature: nil)
         #expect(forgedFirst.json["outcome"] as? String == "accepted")
 
-        let ids = Locked<[(notification: String, forger: TestResponse, genuine: TestResponse)]>([])
-        let failures = Locked<[String]>([])
+        let ids = Collected<(notification: String, forger: TestResponse, genuine: TestResponse)>()
+        let failures = Collected<String>()
         DispatchQueue.concurrentPerform(iterations: 200) { index in
             do {
                 let id = try send("approve")
@@ -264,13 +273,13 @@ struct SignedReplyTests {
                 let forger = try bed.post(forged, signature: signature)
                 let genuineBody = bed.body(phone, category: "approve", notification: (id, 0))
                 let genuine = try bed.post(genuineBody, signature: try phoneKey.header(app: bed.app, body: genuineBody))
-                ids.withLock { $0.append((id, forger, genuine)) }
+                ids.append((id, forger, genuine))
             } catch {
-                failures.withLock { $0.append("\(error)") }
+                failures.append("\(error)")
             }
         }
-        #expect(failures.withLock { $0 } == [])
-        let races = ids.withLock { $0 }
+        #expect(failures.items == [])
+        let races = ids.items
         #expect(races.count == 200)
         #expect(races.filter { $0.forger.status == 403 }.count == 200)
         #expect(

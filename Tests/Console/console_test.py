@@ -26,6 +26,10 @@ import time
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "identity"))
+import sign_reply  # noqa: E402  (the README's signer: how a phone signs a reply)
+
+from cryptography.hazmat.primitives.asymmetric import ec
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException, WebDriverException
 from selenium.webdriver.chrome.service import Service
@@ -227,13 +231,15 @@ def user_token(secret, user):
     return signing + "." + part(hmac.new(secret.encode(), signing.encode(), hashlib.sha256).digest())
 
 
-def reply_as(key, body, token=None):
-    """A reply from the app, with the user token when it has one."""
+def reply_as(key, body, token=None, device_key=None):
+    """A reply from the app, with the user token when it has one, signed by the device's key when given."""
     request = urllib.request.Request(BASE + "/v1/responses", data=json.dumps(body).encode(), method="POST")
     request.add_header("Authorization", f"Bearer {key}")
     request.add_header("Content-Type", "application/json")
     if token:
         request.add_header("ActionHook-User-Token", token)
+    if device_key:
+        request.add_header("ActionHook-Reply-Signature", sign_reply.signature_header(device_key, APP, body))
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
             status, text = answer.status, answer.read()
@@ -246,15 +252,19 @@ def reply_as(key, body, token=None):
 def users_and_replies(key):
     """The app's backend registers dana's phone and iPad and a device of a user with a hostile id, with a
     server key; the app (identity optional, an HS256 key) signs dana out of her iPad. A send to dana is
-    answered with her user token (verified); a send to the hostile user is answered without one
-    (unverified: only the send says whose device it is)."""
+    answered with her user token (verified) and signed by her phone's key; a send to the hostile user is
+    answered without either (unverified: only the send says whose device it is). Returns dana's phone's key
+    fingerprint with the two."""
     patched = api("PATCH", f"/v1/apps/{APP}", {"identity": {"mode": "optional",
                                                             "keys": [{"kid": IDENTITY_KID, "algorithm": "HS256"}]}}, expect=200)
     secret = patched["identitySecrets"][IDENTITY_KID]
     server = api("POST", f"/v1/apps/{APP}/keys", {"scope": "send"}, expect=201)["secret"]
-    api("PUT", f"/v1/apps/{APP}/devices/{USER_DEVICES[0]}", {
-        "user": USER, "environment": "sandbox", "appVersion": "2.1", "osVersion": "18.1", "model": "iPhone17,1"},
-        token=server, expect=200)
+    phone_key = ec.generate_private_key(ec.SECP256R1())
+    phone = api("PUT", f"/v1/apps/{APP}/devices/{USER_DEVICES[0]}", {
+        "user": USER, "environment": "sandbox", "appVersion": "2.1", "osVersion": "18.1", "model": "iPhone17,1",
+        "publicKey": sign_reply.public_key_base64(phone_key.public_key())}, token=server, expect=200)
+    fingerprint = sign_reply.fingerprint(phone_key.public_key())
+    check(phone["publicKey"]["fingerprint"] == fingerprint, f"dana's phone's key: {phone.get('publicKey')}")
     api("PUT", f"/v1/apps/{APP}/devices/{USER_DEVICES[1]}", {"user": USER, "environment": "production", "model": "iPad16,3"},
         token=server, expect=200)
     registered = api("PUT", f"/v1/apps/{APP}/devices/{HOSTILE_USER_DEVICE}", {"user": HOSTILE_USER, "environment": "sandbox"},
@@ -272,21 +282,24 @@ def users_and_replies(key):
     check([(d["deviceToken"], d["status"], d["reason"]) for d in shown["devices"]]
           == [(USER_DEVICES[0], "active", None), (USER_DEVICES[1], "removed", "signedOut")], f"dana's devices: {shown}")
 
-    def send_and_reply(user, device, token):
+    def send_and_reply(user, device, token, device_key=None):
         sent = api("POST", f"/v1/apps/{APP}/notifications", {"to": [{"user": user}], "category": "event-invite",
                                                              "aps": {"alert": "Coming?"}, "subject": f"users-{device[:2]}"},
                    token=server, expect=202)
         check([d["deviceToken"] for d in sent["devices"]] == [device], f"the send to {user!r} reached {sent['devices']}")
         reply = reply_as(key, {"actionIdentifier": "accept", "deviceToken": device,
+                               "responseId": secrets.token_hex(8),
+                               "respondedAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
                                "userInfo": {"aps": {"category": "event-invite"}, "eventId": f"users-{device[:2]}",
-                                            "actionhook": {"n": sent["id"], "d": 0}}}, token)
+                                            "actionhook": {"n": sent["id"], "d": 0}}}, token, device_key)
         return sent, reply
 
-    verified = send_and_reply(USER, USER_DEVICES[0], dana)
+    verified = send_and_reply(USER, USER_DEVICES[0], dana, phone_key)
     check(verified[1]["user"] == {"id": USER, "verified": True}, f"dana's reply's user: {verified[1].get('user')}")
+    check(verified[1]["signature"] == {"status": "valid", "key": fingerprint}, f"dana's reply's signature: {verified[1].get('signature')}")
     unverified = send_and_reply(HOSTILE_USER, HOSTILE_USER_DEVICE, None)
     check(unverified[1]["user"] == {"id": HOSTILE_USER, "verified": False}, f"the unverified reply's user: {unverified[1].get('user')}")
-    return verified, unverified
+    return verified, unverified, fingerprint
 
 
 # --- the browser ------------------------------------------------------------------------------------
@@ -594,7 +607,7 @@ def run(driver, receiver, key):
     # 8e. Users: devices registered by the backend, grouped by user; one user looked up with its devices
     # (statuses, the sign-out's reason) and replies; the hostile user id shown as text; each reply's user
     # marked verified or unverified here, in the replies and in the receipts.
-    (dana_sent, dana_reply), (hostile_sent, hostile_reply) = users_and_replies(key)
+    (dana_sent, dana_reply), (hostile_sent, hostile_reply), dana_key = users_and_replies(key)
     c.go("users")
     groups = "#device-groups .device-group"
     c.wait(lambda d: [g.get_attribute("data-user") for g in d.find_elements(By.CSS_SELECTOR, f"{groups}[data-anonymous='false']")]
@@ -669,6 +682,9 @@ def run(driver, receiver, key):
     feed_mark = c.one(f"#reply-feed tr[data-id='{dana_reply['id']}'] .user-mark")
     check(feed_mark.get_attribute("data-verified") == "true" and text_of(feed_mark) == f"{USER} verified",
           f"the feed's mark reads {text_of(feed_mark)!r}")
+    signed_mark = c.one(f"#reply-feed tr[data-id='{dana_reply['id']}'] .signature-mark")
+    check(signed_mark.get_attribute("data-signature") == "valid" and text_of(signed_mark) == f"signed {dana_key[:8]}…",
+          f"the feed's signature mark reads {text_of(signed_mark)!r}")
     c.one("#filter-user").clear()
     c.click("#reply-filters button[type='submit']")
     c.click(f"#reply-feed tr[data-id='{hostile_reply['id']}']", "the unverified reply in the feed")
@@ -677,6 +693,8 @@ def run(driver, receiver, key):
     detail_mark = c.one("#reply-detail dd.user .user-mark")
     check(detail_mark.get_attribute("data-verified") == "false" and text_of(detail_mark) == f"{HOSTILE_USER} unverified",
           f"the detail's mark reads {text_of(detail_mark)!r}")
+    unsigned = c.one("#reply-detail dd.signature .signature-mark")
+    check(unsigned.get_attribute("data-signature") == "absent" and text_of(unsigned) == "—", "an unsigned reply shows a dash")
     anonymous = c.one(f"#reply-feed tr[data-id='{accepted['id']}'] .user-mark")
     check(anonymous.get_attribute("data-verified") == "none" and text_of(anonymous) == "—", "a reply without a user shows one")
     check_inert(c, "#page-replies")
@@ -692,6 +710,11 @@ def run(driver, receiver, key):
         check(receipt_mark.get_attribute("data-verified") == verified
               and text_of(receipt_mark) == f"{user} {'verified' if verified == 'true' else 'unverified'}",
               f"the receipt's answer's user reads {text_of(receipt_mark)!r}")
+        # The key that signed the answer: dana's phone's; the hostile user's answer was not signed.
+        signature = answer.find_element(By.CSS_SELECTOR, "dd.signature .signature-mark")
+        check(text_of(signature) == (f"signed {dana_key[:8]}…" if verified == "true" else "—")
+              and (verified != "true" or signature.find_element(By.CSS_SELECTOR, ".key").get_attribute("title") == dana_key),
+              f"the receipt's answer's signature reads {text_of(signature)!r}")
     check_inert(c, "#notification-detail")
     c.check_logs("receipts with users")
 

@@ -14,6 +14,10 @@
 --   BENCH_USER_TOKENS  a file of user tokens, one per line (an app with identity `required`): each request
 --                  carries one in ActionHook-User-Token, in turn, each thread starting at its own, so every
 --                  user (as many as connections) keeps answering throughout the run
+--   BENCH_SIGNED   a path prefix (an app whose devices registered keys): thread N sends, in order, the lines of
+--                  PREFIX-N.txt that bench/signed_replies.py wrote, each a signed reply and its
+--                  ActionHook-Reply-Signature; the reply's responseId is its idempotency key. Where a thread
+--                  stopped is kept in PREFIX-N.pos, so the next run (a later phase) goes on from there
 --   BENCH_EXPECT   the status every answer must have (default 202); others are counted as errors
 --   BENCH_RATE     0 (default): closed loop, each connection sends as soon as it has its answer.
 --                  N > 0: paced to N requests/s in all; each thread hands out send slots 1/(N/threads)
@@ -37,6 +41,7 @@ local nonce = os.getenv("BENCH_NONCE") or tostring(os.time())
 local out = os.getenv("BENCH_OUT")
 local fixed_token = os.getenv("BENCH_TOKEN")
 local user_tokens_file = os.getenv("BENCH_USER_TOKENS")
+local signed_prefix = os.getenv("BENCH_SIGNED")
 
 -- setup() runs in the main Lua state, once per thread; done() reads the threads back from here.
 local threads = {}
@@ -62,8 +67,19 @@ local function now_ms()
 end
 
 user_tokens = {}
+signed_lines = nil
+signed_offset = 0
 
 function init(args)
+    if signed_prefix then
+        signed_lines = assert(io.open(signed_prefix .. "-" .. id .. ".txt", "r"))
+        local kept = io.open(signed_prefix .. "-" .. id .. ".pos", "r")
+        if kept then
+            signed_offset = tonumber(kept:read("*l")) or 0
+            kept:close()
+            signed_lines:seek("set", signed_offset)
+        end
+    end
     if rate > 0 then
         interval_ms = 1000 / (rate / wrk_threads)
     end
@@ -110,6 +126,19 @@ local template = mode == "reject" and reject_body or invite_body
 
 function request()
     counter = counter + 1
+    if signed_lines then
+        -- A file that runs out is read again: its replies are then replays (200), counted as unexpected.
+        local line = signed_lines:read("*l")
+        if not line then
+            signed_lines:seek("set", 0)
+            line = signed_lines:read("*l")
+        end
+        signed_offset = signed_lines:seek()
+        local tab = line:find("\t", 1, true)
+        headers["Idempotency-Key"] = nil
+        headers["ActionHook-Reply-Signature"] = line:sub(1, tab - 1)
+        return wrk.format("POST", "/v1/responses", headers, line:sub(tab + 1))
+    end
     -- 20,000 events per thread and 512 devices per thread: few collisions on a subject's decision
     -- row, and a bounded set of device tokens (as many phones answering many invitations).
     local event = (counter * 7919) % 20000 + 1
@@ -156,6 +185,13 @@ function response(status, resp_headers, body)
 end
 
 function done(summary, latency, requests)
+    if signed_prefix then
+        for _, thread in ipairs(threads) do
+            local kept = assert(io.open(signed_prefix .. "-" .. thread:get("id") .. ".pos", "w"))
+            kept:write(tostring(thread:get("signed_offset")) .. "\n")
+            kept:close()
+        end
+    end
     local unexpected_total = 0
     local by_status = {}
     for _, thread in ipairs(threads) do

@@ -55,10 +55,11 @@ export function json(value) {
 }
 
 /**
- * What a reply's signature proved (`{"status", "key"}` or null): "signed" with the device key's fingerprint,
- * "invalid signature", or a dash when the reply was not signed.
+ * What a reply's signature proved (`{"status", "key"}` or null): "signed" with the device key's fingerprint
+ * (`short`: its first 8 digits, for tables; the whole in the title), "invalid signature", or a dash when the
+ * reply was not signed.
  */
-export function signatureMark(signature) {
+export function signatureMark(signature, { short = false } = {}) {
   if (!signature || !signature.status) return h("span", { class: "signature-mark", "data-signature": "absent" }, "—");
   const valid = signature.status === "valid";
   return h(
@@ -70,7 +71,9 @@ export function signatureMark(signature) {
       },
       valid ? "signed" : "invalid signature",
     ),
-    valid && signature.key ? h("span", { class: "mono key" }, " ", signature.key) : "",
+    valid && signature.key
+    ? h("span", { class: "mono key", title: signature.key }, " ", short ? `${signature.key.slice(0, 8)}…` : signature.key)
+    : "",
   );
 }
 

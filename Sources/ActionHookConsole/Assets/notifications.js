@@ -54,7 +54,7 @@ function followUpStatus(followUp) {
 function replyTable(replies, kind) {
   return h(
     "table", { class: `receipt-table receipt-replies ${kind}` },
-    h("thead", {}, h("tr", {}, ["received", "action", "outcome", "device", "recipient", "user", "signature", "latency"].map((name) => h("th", {}, name)))),
+    h("thead", {}, h("tr", {}, ["received", "action", "outcome", "device", "recipient", "user", "latency"].map((name) => h("th", {}, name)))),
     h(
       "tbody", {},
       replies.map((reply) =>
@@ -65,8 +65,8 @@ function replyTable(replies, kind) {
           h("td", { class: "outcome" }, h("span", { class: `badge outcome-${reply.outcome}` }, reply.outcome)),
           h("td", {}, shortToken(reply.deviceToken)),
           h("td", { class: "recipient" }, reply.recipient ?? "—"),
-          h("td", { class: "user" }, userMark(reply.user)),
-          h("td", { class: "signature" }, signatureMark(reply.signature)),
+          // The signature, when the reply was signed, under its user: the table stays within a laptop's width.
+          h("td", { class: "user" }, userMark(reply.user), reply.signature ? h("div", {}, signatureMark(reply.signature, { short: true })) : ""),
           h("td", { class: "latency" }, latency(reply.latencyMs)),
         ),
       ),
@@ -128,7 +128,7 @@ function answerView(answer) {
     h("dt", {}, "Device"), h("dd", {}, shortToken(answer.deviceToken)),
     h("dt", {}, "Recipient"), h("dd", { class: "recipient" }, answer.recipient ?? "—"),
     h("dt", {}, "User"), h("dd", { class: "user" }, userMark(answer.user)),
-    h("dt", {}, "Signature"), h("dd", { class: "signature" }, signatureMark(answer.signature)),
+    h("dt", {}, "Signature"), h("dd", { class: "signature" }, signatureMark(answer.signature, { short: true })),
     h("dt", {}, "Received"), h("dd", {}, time(answer.receivedAt)),
     h("dt", {}, "Latency"), h("dd", { class: "latency" }, latency(answer.latencyMs)),
     h("dt", {}, "Reply"), h("dd", { class: "mono" }, answer.responseId),

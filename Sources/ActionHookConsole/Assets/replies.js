@@ -174,7 +174,7 @@ export function render(context) {
             h("td", {}, reply.subject ?? "—"),
             h("td", {}, h("span", { class: `badge outcome-${reply.outcome}` }, reply.outcome)),
             h("td", { class: "user" }, userMark(reply.user)),
-            h("td", { class: "signature" }, signatureMark(reply.signature)),
+            h("td", { class: "signature" }, signatureMark(reply.signature, { short: true })),
           );
           row.addEventListener("click", () => openDetail(reply.id));
           row.addEventListener("keydown", (event) => {
