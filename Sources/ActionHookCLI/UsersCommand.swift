@@ -208,8 +208,12 @@ public enum UserCommands {
         for device in devices {
             let fields = device.objectValue ?? [:]
             terminal.line("  " + row(summary(fields).enumerated().filter { $0.offset != 1 }.map(\.element)))
-            let details = ["locale", "timeZone", "appVersion", "osVersion", "model", "registeredAt"].compactMap {
+            var details = ["locale", "timeZone", "appVersion", "osVersion", "model", "registeredAt"].compactMap {
                 name in fields[name]?.stringValue.map { "\(name) \(cell($0))" }
+            }
+            // The device key its replies are signed with.
+            if let key = fields["publicKey"]?.value(atPath: "fingerprint")?.stringValue {
+                details.append("key \(cell(key))")
             }
             if !details.isEmpty { terminal.line("    " + details.joined(separator: ", ")) }
         }

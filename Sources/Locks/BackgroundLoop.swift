@@ -37,9 +37,13 @@ public final class BackgroundLoop<Value: Sendable>: Sendable {
         self.threads.withLock { $0.running = count }
         for index in 0..<count {
             let thread = Thread { [self] in
-                self.threads.withLock { _ = $0.ids.insert(ObjectIdentifier(Thread.current)) }
+                let me = ObjectIdentifier(Thread.current)
+                self.threads.withLock { _ = $0.ids.insert(me) }
                 body(index)
                 let last = self.threads.withLock { threads -> Bool in
+                    // Forgotten as it ends: a thread made later (the one calling stop) may get the ended
+                    // thread's object address, and with it the same identifier.
+                    threads.ids.remove(me)
                     threads.running -= 1
                     return threads.running == 0
                 }

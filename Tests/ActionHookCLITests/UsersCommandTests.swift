@@ -69,6 +69,15 @@ struct UsersCommandTests {
         #expect(shown.out.hasPrefix("user alice of app people\ndevices: 2 (2 active)\n"), "\(shown.out)")
         #expect(shown.out.contains("model iPad16,3"))
         #expect(shown.out.contains("locale en_GB"))
+        // A device that signs its replies shows its key's fingerprint.
+        let signer = DeviceSigner()
+        let keyed = try api.admin(
+            "PUT", "/v1/apps/people/devices/\(Self.device(1))",
+            json: #"{"user": "alice", "environment": "production", "publicKey": "\#(signer.publicKey)"}"#)
+        #expect(keyed.status == 200)
+        let withKey = Output()
+        try UserCommands.showUser(appID: "people", user: "alice", client: client, terminal: withKey.terminal)
+        #expect(withKey.out.components(separatedBy: "key \(signer.fingerprint)").count == 2, "\(withKey.out)")
 
         let nobody = try #require(throws: CLIError.self) {
             try UserCommands.showUser(appID: "people", user: "nobody", client: client, terminal: Output().terminal)

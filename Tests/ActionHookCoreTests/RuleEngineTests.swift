@@ -199,7 +199,7 @@ struct RuleEngineTests {
                             "eventId": 42, "location": "Rooftop"},
                "deviceToken": "abcdef0123456789", "responseId": "r-1", "respondedAt": null,
                "receivedAt": "2026-11-20T10:00:00.000Z", "outcome": "accepted", "ruleId": "invite-accept",
-               "subject": "42", "user": null}}}
+               "subject": "42", "user": null, "signature": null}}}
             """)
         #expect(
             planned[0].payload == object([("url", .string("https://hooks.example.com/a")), ("body", expectedBody)]))
