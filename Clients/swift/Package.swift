@@ -1,18 +1,32 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// ActionHookKit: the app side of ActionHook. Its core is plain Swift (Foundation and URLSession only), so it
-// builds and is tested on Linux as well as on Apple platforms; the glue to UserNotifications, the background
-// URLSession, UIKit's background tasks and Network compiles on Apple platforms.
+// ActionHookKit: the app side of ActionHook. Its core is plain Swift (Foundation, URLSession, and CryptoKit's
+// P-256 for reply signatures, which is swift-crypto's identical API on Linux), so it builds and is tested on Linux
+// as well as on Apple platforms; the glue to UserNotifications, the background URLSession, UIKit's background
+// tasks, Network and the Keychain compiles on Apple platforms.
 let package = Package(
     name: "ActionHookKit",
     platforms: [.iOS(.v15), .macOS(.v12), .watchOS(.v8)],
     products: [
         .library(name: "ActionHookKit", targets: ["ActionHookKit"])
     ],
+    dependencies: [
+        // Reply signatures (P-256) on Linux: the same API as CryptoKit, which Apple platforms use instead.
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2")
+    ],
     targets: [
-        .target(name: "ActionHookKit"),
-        .testTarget(name: "ActionHookKitTests", dependencies: ["ActionHookKit"]),
+        .target(
+            name: "ActionHookKit",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: [.linux]))]
+        ),
+        .testTarget(
+            name: "ActionHookKitTests",
+            dependencies: [
+                "ActionHookKit",
+                .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: [.linux])),
+            ]
+        ),
         // The queue's cost (`make bench-client` in the ActionHook repository); not part of the product.
         .executableTarget(name: "ActionHookKitBenchmark", dependencies: ["ActionHookKit"], path: "Benchmarks"),
     ],
