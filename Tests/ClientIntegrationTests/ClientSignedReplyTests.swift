@@ -102,4 +102,45 @@ struct ClientSignedReplyTests {
         #expect(unverified.outcome == "unverified" && unverified.signature == nil, "\(unverified)")
         #expect(unsignedEvents.retries == 0)
     }
+
+    @Test(
+        "a reply queued under the old key and sent after the key was rotated is stored valid under the old key; one queued after, under the new"
+    )
+    func rotation() async throws {
+        let api = try TestAPI { $0.deviceRateLimitPerSecond = 10_000 }
+        let key = try api.createApp("kit-rotate")
+        let keys = SoftwareDeviceKeyStore()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("kit-rotate-\(UUID())")
+        func client(_ server: String, events: Events) throws -> ActionHookClient {
+            let configuration = ActionHookClient.Configuration(
+                serverURL: URL(string: server)!, ingestKey: key, appID: "kit-rotate", directory: folder,
+                retry: ClientPackageTests.retry, requestTimeout: 5)
+            return try ActionHookClient(configuration: configuration, onEvent: events.record, deviceKeys: keys)
+        }
+        let events = Events()
+        let online = try client("http://127.0.0.1:\(api.port)", events: events)
+        let deviceToken = Data((0..<32).map { _ in UInt8.random(in: 0...255) })
+        try await online.register(deviceToken: deviceToken, device: DeviceInfo(), provisioningProfile: nil)
+        let oldKey = try #require(online.deviceKeyFingerprint)
+
+        // Answered while the server cannot be reached (the same folder and key, a server that is not there).
+        let offline = try client("http://127.0.0.1:1", events: Events())
+        let queued = try offline.enqueue(Reply(actionIdentifier: "note", responseId: "before-rotation"))
+        #expect(queued.signature?.hasPrefix("key=\(oldKey), sig=") == true)
+
+        try await online.register(
+            deviceToken: deviceToken, device: DeviceInfo(), provisioningProfile: nil, rotatingKey: true)
+        let newKey = try #require(online.deviceKeyFingerprint)
+        #expect(newKey != oldKey)
+        online.forward(Reply(actionIdentifier: "note", responseId: "after-rotation"))
+        online.resume()
+        #expect(await ClientPackageTests.drain(online, within: 30), "the queue was not sent")
+        #expect(online.queue.count == 0)
+
+        let before = try #require(try Self.stored(api, "before-rotation"))
+        #expect(before.signature == "valid" && before.key == oldKey, "\(before)")
+        let after = try #require(try Self.stored(api, "after-rotation"))
+        #expect(after.signature == "valid" && after.key == newKey, "\(after)")
+        #expect(events.refusals == 0)
+    }
 }
