@@ -36,18 +36,28 @@ let package = Package(
 #if os(Linux)
     // The Apple frameworks the glue uses do not exist on Linux (and corelibs Foundation has no background
     // URLSession). To type-check the glue here anyway, test-only modules declare the subset of Apple's API the glue
-    // uses, with Apple's names and signatures: `UserNotifications`, `UIKit` and `Network` under their own names,
-    // and `URLSessionStandIn` for the background session. A test target compiles the glue's own files (symbolic
-    // links, with ACTIONHOOKKIT_GLUE_CHECK defined) against them and runs them. None of this is part of the
-    // library product.
+    // uses, with Apple's names and signatures: `UserNotifications`, `UIKit`, `Network` and `Security` under their
+    // own names, `URLSessionStandIn` for the background session, and `SecureEnclaveStandIn` for CryptoKit's Secure
+    // Enclave (beside swift-crypto; not named CryptoKit, which the library's core checks for). A test target
+    // compiles the glue's own files (symbolic links, with ACTIONHOOKKIT_GLUE_CHECK defined) against them and runs
+    // them. None of this is part of the library product.
     package.targets += [
         .target(name: "UserNotifications", path: "Tests/UserNotificationsStandIn"),
         .target(name: "UIKit", path: "Tests/UIKitStandIn"),
         .target(name: "Network", path: "Tests/NetworkStandIn"),
         .target(name: "URLSessionStandIn", path: "Tests/URLSessionStandIn"),
+        .target(name: "Security", path: "Tests/SecurityStandIn"),
+        .target(
+            name: "SecureEnclaveStandIn",
+            dependencies: ["Security", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Tests/SecureEnclaveStandIn"
+        ),
         .testTarget(
             name: "GlueTypeCheck",
-            dependencies: ["ActionHookKit", "UserNotifications", "UIKit", "Network", "URLSessionStandIn"],
+            dependencies: [
+                "ActionHookKit", "UserNotifications", "UIKit", "Network", "URLSessionStandIn", "Security",
+                "SecureEnclaveStandIn", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: [.define("ACTIONHOOKKIT_GLUE_CHECK")]
         ),
     ]

@@ -140,7 +140,7 @@ public final class ActionHookClient: Sendable {
         self.configuration = configuration
         let keys: (any DeviceKeyStore)?
         if let appID = configuration.appID {
-            #if canImport(CryptoKit) && canImport(Security)
+            #if canImport(CryptoKit) && canImport(Security) && canImport(Darwin)
                 keys = deviceKeys ?? KeychainDeviceKeyStore(account: appID)
             #else
                 _ = appID
@@ -348,9 +348,10 @@ public final class ActionHookClient: Sendable {
     /// token gets the one set with `setDeviceToken`. On the caller's thread this writes one small file (and,
     /// with background uploads, schedules one); it never reads the queue.
     ///
-    /// With a device key, the reply is signed here and its signature kept with it (`QueuedReply.signature`):
-    /// every attempt carries the same one, also after the key changed. A reply without a device token, or with
-    /// a line feed in its `responseId` or action, is queued unsigned.
+    /// With a device key, the reply is signed here, on the caller's thread (one ECDSA signature; in the Secure
+    /// Enclave some milliseconds), and its signature kept with it (`QueuedReply.signature`): every attempt
+    /// carries the same one, also after the key changed. A reply without a device token, with a line feed in its
+    /// `responseId` or action, or whose key fails to sign, is queued unsigned.
     @discardableResult
     public func enqueue(_ reply: Reply) throws -> QueuedReply {
         var reply = reply

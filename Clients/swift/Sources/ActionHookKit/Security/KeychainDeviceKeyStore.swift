@@ -1,10 +1,18 @@
-// The device key in the Keychain, made in the Secure Enclave where the device has one. Apple platforms only; the
-// signing core (`ReplySignature`, `DeviceKeyStore`) is plain Swift and tested on Linux with
-// `SoftwareDeviceKeyStore`.
-#if canImport(CryptoKit) && canImport(Security)
-    import CryptoKit
+// The only file that touches Security and CryptoKit's Secure Enclave: the device key in the Keychain, made in the
+// Secure Enclave where the device has one. It compiles on Apple platforms; on Linux the GlueTypeCheck test target
+// compiles this same file (a symbolic link) against stand-in modules with Apple's signatures (`Security`, and
+// `SecureEnclaveStandIn` beside swift-crypto for CryptoKit), where ACTIONHOOKKIT_GLUE_CHECK is set. The signing
+// core (`ReplySignature`, `DeviceKeyStore`) is plain Swift.
+#if (canImport(CryptoKit) && canImport(Security) && canImport(Darwin)) || ACTIONHOOKKIT_GLUE_CHECK
     import Foundation
     import Security
+    #if ACTIONHOOKKIT_GLUE_CHECK
+        import ActionHookKit
+        import Crypto
+        import SecureEnclaveStandIn
+    #else
+        import CryptoKit
+    #endif
 
     /// The device key kept in the Keychain: a Secure Enclave key where `SecureEnclave.isAvailable` (its
     /// `dataRepresentation`, an opaque blob only this device's Secure Enclave can use, is what the Keychain
