@@ -32,9 +32,9 @@ public final class ActionHookClient: Sendable {
         public var serverURL: URL
         /// The app's ingest key (`ahk_…`) at launch; `updateIngestKey(_:)` replaces it.
         public var ingestKey: String
-        /// The ActionHook app id the ingest key belongs to (the one in the key's app's URLs, e.g. `calendar`). A
-        /// reply's signature covers it; nil (the default) turns signing off: no device key is made or
-        /// registered, and replies are sent unsigned.
+        /// The id of the ActionHook app the ingest key belongs to (as in `/v1/apps/{id}`, e.g. `calendar`). A
+        /// reply's signature covers it, so it turns signing on; nil (the default) leaves signing off: no device
+        /// key is made or registered, and replies are sent unsigned.
         public var appID: String?
         /// The folder for the queue, the cached categories and the device token. Choose a folder in an App
         /// Group container (`Configuration.appGroupDirectory`) to share the queue with an extension.

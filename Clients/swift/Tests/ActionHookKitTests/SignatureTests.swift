@@ -235,14 +235,15 @@ struct SigningClientTests {
 
     static func client(
         _ server: KeyServer, folder: URL, appID: String? = "calendar", keys: (any DeviceKeyStore)? = nil,
-        events: EventLog = EventLog(), uploads: (any BackgroundUploading)? = nil
+        events: EventLog = EventLog(), uploads: (any BackgroundUploading)? = nil,
+        transport: (any HTTPTransport)? = nil
     ) throws -> ActionHookClient {
         let configuration = ActionHookClient.Configuration(
             serverURL: URL(string: "https://actionhook.example.com")!, ingestKey: "ahk_test_key", appID: appID,
             directory: folder, retry: fastRetry, pushEnvironment: .sandbox)
         return try ActionHookClient(
-            configuration: configuration, transport: server, backgroundUploads: uploads, onEvent: events.record,
-            deviceKeys: keys)
+            configuration: configuration, transport: transport ?? server, backgroundUploads: uploads,
+            onEvent: events.record, deviceKeys: keys)
     }
 
     static func register(_ client: ActionHookClient, rotatingKey: Bool = false) async throws {
@@ -308,6 +309,34 @@ struct SigningClientTests {
         await client.drain()
         #expect(server.replies.count == 1)
         #expect(server.replies[0].value(forHTTPHeaderField: ReplySignature.header) == nil)
+    }
+
+    @Test("a rotation the server does not confirm keeps the old key signing; a failed registration keeps none")
+    func unconfirmedRotation() async throws {
+        let server = KeyServer(ingest: [.status(202)])
+        let keys = SoftwareDeviceKeyStore()
+        let client = try Self.client(server, folder: temporaryFolder(), keys: keys)
+        try await Self.register(client)
+        let old = try #require(server.registered.first)
+        server.answerWithoutKeys()
+        try await Self.register(client, rotatingKey: true)
+        #expect(server.registered.count == 2 && server.registered[1] != old)
+        #expect(client.deviceKeyFingerprint == ReplySignature.fingerprint(x963: old))
+        #expect(try keys.load()?.publicKeyX963 == old)
+        client.forward(Reply(actionIdentifier: "accept"))
+        await client.drain()
+        let request = try #require(server.replies.last)
+        let parts = try #require(signatureParts(request.value(forHTTPHeaderField: ReplySignature.header) ?? ""))
+        #expect(verifies(parts.signature, try Self.message(of: request), x963: old))
+
+        // A registration that fails keeps no key.
+        let fresh = SoftwareDeviceKeyStore()
+        let offline = try Self.client(
+            KeyServer(ingest: [.status(202)]), folder: temporaryFolder(), keys: fresh,
+            transport: ScriptedServer([.status(503)]))
+        await #expect(throws: ActionHookClientError.unavailable) { try await Self.register(offline) }
+        #expect(offline.deviceKeyFingerprint == nil)
+        #expect(try fresh.load() == nil)
     }
 
     @Test("without an app id nothing is signed and no key is registered")
