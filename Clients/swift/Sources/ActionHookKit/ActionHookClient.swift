@@ -21,6 +21,10 @@ public enum ActionHookClientError: Error, Sendable, Equatable {
 /// exponential backoff and jitter until the server answers 202 or 200, or refuses it for good. What stays
 /// queued is sent again by `resume()` on the next launch. On Apple platforms each reply is also handed to a
 /// background `URLSession` (`backgroundUploads`), so it reaches the server while the app is suspended.
+///
+/// With `Configuration.appID` set, replies are signed: the device registers a P-256 key of its own (in the
+/// Secure Enclave where there is one), and each reply carries an `ActionHook-Reply-Signature` made when it is
+/// queued.
 public final class ActionHookClient: Sendable {
     /// Where the server is, the app's ingest key, and where and how long replies are kept.
     public struct Configuration: Sendable {
@@ -28,6 +32,10 @@ public final class ActionHookClient: Sendable {
         public var serverURL: URL
         /// The app's ingest key (`ahk_…`) at launch; `updateIngestKey(_:)` replaces it.
         public var ingestKey: String
+        /// The id of the ActionHook app the ingest key belongs to (as in `/v1/apps/{id}`, e.g. `calendar`). A
+        /// reply's signature covers it, so it turns signing on; nil (the default) leaves signing off: no device
+        /// key is made or registered, and replies are sent unsigned.
+        public var appID: String?
         /// The folder for the queue, the cached categories and the device token. Choose a folder in an App
         /// Group container (`Configuration.appGroupDirectory`) to share the queue with an extension.
         public var directory: URL
@@ -48,7 +56,8 @@ public final class ActionHookClient: Sendable {
 
         /// A configuration; the folder defaults to `Application Support/ActionHook`.
         public init(
-            serverURL: URL, ingestKey: String, directory: URL? = nil, maxQueuedReplies: Int = 1_000,
+            serverURL: URL, ingestKey: String, appID: String? = nil, directory: URL? = nil,
+            maxQueuedReplies: Int = 1_000,
             maxQueueAge: TimeInterval = 7 * 86_400, retry: RetryPolicy = RetryPolicy(),
             requestTimeout: TimeInterval = 30,
             backgroundUploadDelay: TimeInterval = 20, pushEnvironment: PushEnvironment? = nil
@@ -56,6 +65,7 @@ public final class ActionHookClient: Sendable {
             precondition(maxQueuedReplies > 0, "the queue must hold at least one reply")
             self.serverURL = serverURL
             self.ingestKey = ingestKey
+            self.appID = appID
             self.directory =
                 directory
                 ?? FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0]
@@ -87,10 +97,25 @@ public final class ActionHookClient: Sendable {
     private let state: Guarded<State>
     private let categoriesFile: URL
     private let deviceTokenFile: URL
+    /// Where the device key is kept; nil when signing is off (no app id).
+    private let deviceKeys: (any DeviceKeyStore)?
 
     private struct State {
         var deviceToken: String?
         var categories: CategorySet?
+        /// The key replies are signed with: the one kept, which the server confirmed at registration.
+        var signingKey: SigningKey?
+    }
+
+    /// The device key with its fingerprint, taken once.
+    private struct SigningKey {
+        var key: any DeviceSigningKey
+        var fingerprint: String
+
+        init(_ key: any DeviceSigningKey) {
+            self.key = key
+            fingerprint = ReplySignature.fingerprint(x963: key.publicKeyX963)
+        }
     }
 
     /// Opens the queue in the configured folder (creating it) and reads what earlier launches kept. Call
@@ -102,13 +127,31 @@ public final class ActionHookClient: Sendable {
     ///   - backgroundActivity: background time while sending (`ApplicationBackgroundTasks` on iOS).
     ///   - userTokenProvider: asked for the signed-in user's token when the client needs one (see
     ///     `identify(userToken:)`); nil for an app without users.
+    ///   - deviceKeys: where the device key for reply signatures is kept, when `configuration.appID` is set; nil
+    ///     (the default) keeps it in the Keychain on Apple platforms (`KeychainDeviceKeyStore`, in the Secure
+    ///     Enclave where there is one) and in the file `device-key` of the configured folder elsewhere
+    ///     (`SoftwareDeviceKeyStore`). Not used without an app id.
     public init(
         configuration: Configuration, transport: any HTTPTransport = URLSessionTransport(),
         backgroundUploads: (any BackgroundUploading)? = nil, backgroundActivity: (any BackgroundActivity)? = nil,
         onEvent: @escaping @Sendable (ActionHookEvent) -> Void = { _ in },
-        userTokenProvider: UserTokenProvider? = nil
+        userTokenProvider: UserTokenProvider? = nil, deviceKeys: (any DeviceKeyStore)? = nil
     ) throws {
         self.configuration = configuration
+        let keys: (any DeviceKeyStore)?
+        if let appID = configuration.appID {
+            #if canImport(CryptoKit) && canImport(Security) && canImport(Darwin)
+                keys = deviceKeys ?? KeychainDeviceKeyStore(account: appID)
+            #else
+                _ = appID
+                keys =
+                    deviceKeys
+                    ?? SoftwareDeviceKeyStore(file: configuration.directory.appendingPathComponent("device-key"))
+            #endif
+        } else {
+            keys = nil
+        }
+        self.deviceKeys = keys
         let identity = UserIdentity(provider: userTokenProvider)
         self.identity = identity
         queue = try ReplyQueue(directory: configuration.directory.appendingPathComponent("queue", isDirectory: true))
@@ -119,7 +162,9 @@ public final class ActionHookClient: Sendable {
             try? decoder.decode(CategorySet.self, from: $0)
         }
         let token = (try? String(contentsOf: deviceTokenFile, encoding: .utf8)).flatMap { $0.isEmpty ? nil : $0 }
-        let state = Guarded(State(deviceToken: token, categories: categories))
+        // An unreadable key is as none: the next registration makes and registers a new one.
+        let kept = (try? keys?.load()).flatMap { $0 }.map(SigningKey.init)
+        let state = Guarded(State(deviceToken: token, categories: categories, signingKey: kept))
         self.state = state
         sender = ReplySender(
             configuration: configuration, queue: queue, transport: transport, uploads: backgroundUploads,
@@ -183,15 +228,51 @@ public final class ActionHookClient: Sendable {
     ///
     /// On iOS call `register(deviceToken:)` instead, which reads the facts and the profile itself.
     ///
+    /// With signing on (`Configuration.appID`), the registration also sends the device key's public half
+    /// (`publicKey`): the key kept, or a new one when there is none or `rotatingKey` is true. A new key is kept,
+    /// and signs the replies queued from then on, only once the server's answer shows it registered (the
+    /// device's `publicKey.fingerprint`); until then the key kept before, if any, signs them, and the server
+    /// still takes that one for a day after the new one replaced it.
+    ///
+    /// - Parameter rotatingKey: make a new device key and register it in place of the current one.
     /// - Throws: `ActionHookClientError.refused` when the server refuses the registration,
-    ///   `.unavailable` when it cannot be reached or fails, or the provider's error.
-    public func register(deviceToken: Data, device: DeviceInfo, provisioningProfile: Data?) async throws {
+    ///   `.unavailable` when it cannot be reached or fails, the provider's error, or the key store's
+    ///   (`DeviceKeyError`) when it cannot make a key.
+    public func register(
+        deviceToken: Data, device: DeviceInfo, provisioningProfile: Data?, rotatingKey: Bool = false
+    ) async throws {
         let hex = DeviceToken.hex(deviceToken)
         setDeviceToken(hex)
         let environment = configuration.pushEnvironment ?? PushEnvironment(provisioningProfile: provisioningProfile)
+        var key: SigningKey?
+        if let deviceKeys {
+            let kept = state.withLock { $0.signingKey }
+            key = try kept.flatMap { rotatingKey ? nil : $0 } ?? SigningKey(deviceKeys.generate())
+        }
         let (data, response) = try await deviceRequest(
-            "PUT", hex: hex, body: device.registrationBody(environment: environment))
+            "PUT", hex: hex,
+            body: device.registrationBody(environment: environment, publicKey: key?.key.publicKeyX963))
         try check(response, data, accepting: [200, 201])
+        if let key, let deviceKeys, registeredFingerprint(in: data) == key.fingerprint {
+            try deviceKeys.keep(key.key)
+            state.withLock { $0.signingKey = key }
+        }
+    }
+
+    /// The fingerprint of the device key a registration's answer (the device) shows, if any.
+    private func registeredFingerprint(in data: Data) -> String? {
+        struct Device: Decodable {
+            struct PublicKey: Decodable { var fingerprint: String }
+            var publicKey: PublicKey?
+        }
+        return (try? JSONDecoder().decode(Device.self, from: data))?.publicKey?.fingerprint
+    }
+
+    /// The fingerprint of the device key replies are signed with (the server's `publicKey.fingerprint` of this
+    /// device, and the `key` of each reply's signature); nil while there is none: signing is off, or the device
+    /// has not registered a key yet.
+    public var deviceKeyFingerprint: String? {
+        state.withLock { $0.signingKey?.fingerprint }
     }
 
     /// Signs the user out on this device: `DELETE /v1/devices/{hex}` with the current user token (the device
@@ -199,11 +280,18 @@ public final class ActionHookClient: Sendable {
     /// provider is not asked again until `identify(userToken:)`; replies sent from now on carry no user token.
     /// Without a device token only the token is forgotten.
     ///
+    /// The device key is forgotten too (the server revoked it with the device): replies queued from now on are
+    /// unsigned until the next registration makes and registers a new key.
+    ///
     /// - Throws: `ActionHookClientError.refused` or `.unavailable` when the server did not remove the device
     ///   (a 404, the device already gone or not this user's, is not an error), or the provider's error.
     public func signOut() async throws {
         defer {
             identity.signOut()
+            if let deviceKeys {
+                state.withLock { $0.signingKey = nil }
+                try? deviceKeys.remove()
+            }
             sender.identityChanged()
         }
         guard let hex = deviceToken else { return }
@@ -259,11 +347,20 @@ public final class ActionHookClient: Sendable {
     /// Queues `reply` on disk and starts sending it; returns once it is on disk. A reply without a device
     /// token gets the one set with `setDeviceToken`. On the caller's thread this writes one small file (and,
     /// with background uploads, schedules one); it never reads the queue.
+    ///
+    /// With a device key, the reply is signed here, on the caller's thread (one ECDSA signature; in the Secure
+    /// Enclave some milliseconds), and its signature kept with it (`QueuedReply.signature`): every attempt
+    /// carries the same one, also after the key changed. A reply without a device token, with a line feed in its
+    /// `responseId` or action, or whose key fails to sign, is queued unsigned.
     @discardableResult
     public func enqueue(_ reply: Reply) throws -> QueuedReply {
         var reply = reply
         if reply.deviceToken == nil { reply.deviceToken = deviceToken }
-        let entry = try queue.append(reply)
+        var signature: String?
+        if let appID = configuration.appID, let key = state.withLock({ $0.signingKey }) {
+            signature = ReplySignature.header(appID: appID, reply: reply, key: key.key, fingerprint: key.fingerprint)
+        }
+        let entry = try queue.append(reply, signature: signature)
         sender.queued(entry)
         return entry
     }

@@ -12,7 +12,9 @@ import Foundation
 public enum ActionHookEvent: Sendable, Equatable {
     /// The server stored the reply (202) or had stored it before (200, a replay). It left the queue.
     case delivered(responseId: String, status: Int)
-    /// The server refused the reply itself for good (400, 410, 413, 415, 422). It left the queue.
+    /// The server refused the reply itself for good (400, 410, 413, 415, 422, and 403 with
+    /// `problem.requiresSignedReply`: signed replies are required and this one's signature was absent or
+    /// invalid; the server stored it as `unverified`). It left the queue.
     case refused(responseId: String, status: Int, problem: Problem)
     /// The reply was removed without being sent.
     case dropped(responseId: String, reason: DropReason)

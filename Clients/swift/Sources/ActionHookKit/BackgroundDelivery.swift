@@ -23,8 +23,9 @@ public struct BackgroundUpload: Sendable, Equatable {
     public var file: URL
     /// `POST` to this URL.
     public var url: URL
-    /// The headers: `Authorization`, `Content-Type`, `Idempotency-Key`, and `ActionHook-User-Token` when the
-    /// client held a user token when the upload was scheduled.
+    /// The headers: `Authorization`, `Content-Type`, `Idempotency-Key`, `ActionHook-User-Token` when the
+    /// client held a user token when the upload was scheduled, and `ActionHook-Reply-Signature` for a signed
+    /// reply.
     public var headers: [String: String]
     /// Not before this time: the app's own send usually finishes first, and then the upload is cancelled.
     public var earliestBeginDate: Date

@@ -64,11 +64,13 @@ public struct DeviceInfo: Sendable, Equatable {
     /// The longest value the server takes for each member; longer ones are cut to it.
     public static let maxLength = 64
 
-    /// The body of `PUT /v1/devices/{token}` for `environment`. Absent values are left out.
-    public func registrationBody(environment: PushEnvironment) -> Data {
+    /// The body of `PUT /v1/devices/{token}` for `environment`, with the device key's public half
+    /// (`publicKey`: the standard base64 of its X9.63 form) when given. Absent values are left out.
+    public func registrationBody(environment: PushEnvironment, publicKey: Data? = nil) -> Data {
         var object: [String: JSONValue] = [
             "environment": .string(environment.rawValue), "platform": .string(Self.cut(platform)),
         ]
+        if let publicKey { object["publicKey"] = .string(publicKey.base64EncodedString()) }
         let optional = [
             ("locale", locale), ("timeZone", timeZone), ("appVersion", appVersion), ("osVersion", osVersion),
             ("model", model),

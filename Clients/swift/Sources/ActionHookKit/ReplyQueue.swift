@@ -16,14 +16,18 @@ public struct QueuedReply: Sendable, Hashable {
     public var queuedAt: Date
     /// The reply, with the `responseId` every retry carries.
     public var reply: Reply
+    /// The `ActionHook-Reply-Signature` header every attempt carries: made by the device key when the reply was
+    /// queued, and kept with it, so a key changed since does not change it. Nil for an unsigned reply.
+    public var signature: String?
     /// The file's name in the queue folder.
     public var fileName: String { ReplyQueue.fileName(of: sequence) }
 
     /// A queued reply.
-    public init(sequence: UInt64, reply: Reply) {
+    public init(sequence: UInt64, reply: Reply, signature: String? = nil) {
         self.sequence = sequence
         self.queuedAt = Timestamp.milliseconds(Int64(sequence / 1_000))
         self.reply = reply
+        self.signature = signature
     }
 }
 
@@ -33,6 +37,11 @@ public struct QueuedReply: Sendable, Hashable {
 /// A reply is written to a temporary file and then hard-linked under its name, which fails if the name is
 /// taken: a crash leaves either the whole reply or none of it, and two processes never overwrite each other.
 /// Names are the sequence, zero-padded, so their order is the queue's order.
+///
+/// A signed reply's signature header is kept beside it, in `signatures/<sequence>.sig` (the reply's file must stay
+/// exactly the request body): written before the reply's file is linked, so a reply is never seen without it,
+/// and removed after the reply's file. The side file names the `responseId` it signs, and a reply is sent with it
+/// only when that is its own.
 ///
 /// The queue keeps an index of the names it knows (built from one listing when opened), so adding a reply,
 /// counting and taking the oldest cost the same at any depth: no call lists or reads the whole folder. Another
@@ -102,7 +111,10 @@ public final class ReplyQueue: @unchecked Sendable {
     /// Opens (creating if needed) the queue in `directory` and lists it once.
     public init(directory: URL) throws {
         self.directory = directory
-        for folder in [directory, directory.appendingPathComponent("claims", isDirectory: true)] {
+        for folder in [
+            directory, directory.appendingPathComponent("claims", isDirectory: true),
+            directory.appendingPathComponent("signatures", isDirectory: true),
+        ] {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             #if os(iOS) || os(watchOS) || os(visionOS)
                 // Files made in the folder take its class: readable after the first unlock even while the device
@@ -118,18 +130,32 @@ public final class ReplyQueue: @unchecked Sendable {
 
     // MARK: Adding
 
-    /// Writes `reply` to disk and returns it queued. When this returns, the reply survives the app being
-    /// killed. One file is written; nothing else in the folder is read.
+    /// Writes `reply` to disk, with its `signature` header when it is signed, and returns it queued. When this
+    /// returns, the reply survives the app being killed. One file is written (two for a signed reply); nothing
+    /// else in the folder is read.
     @discardableResult
-    public func append(_ reply: Reply, now: Date = Date()) throws -> QueuedReply {
+    public func append(_ reply: Reply, signature: String? = nil, now: Date = Date()) throws -> QueuedReply {
         let temporary = directory.appendingPathComponent(".tmp-\(UUID().uuidString)").path
         try Self.create(temporary, reply.ingestBody(), exclusive: true)
         var linked = false
         defer { if !linked { unlink(temporary) } }
         let micros = UInt64(max(0, now.timeIntervalSince1970) * 1_000_000)
         var sequence = lock.withLock { max(micros, index.lastSequence + 1) }
+        let sidecar = signature.map { Sidecar(responseId: reply.responseId, header: $0).encoded() }
         // Another process may have taken the name in the same microsecond: the link fails, take the next.
         for _ in 0..<1_000 {
+            if let sidecar {
+                // The signature first, created only if its name is free: it reserves the sequence.
+                do {
+                    try Self.create(signaturePath(of: sequence), sidecar, exclusive: true)
+                } catch let error as POSIXError where error.code == .EEXIST {
+                    sequence += 1
+                    continue
+                } catch {
+                    unlink(signaturePath(of: sequence))
+                    throw error
+                }
+            }
             if link(temporary, directory.appendingPathComponent(Self.fileName(of: sequence)).path) == 0 {
                 linked = true
                 // Before the folder's time is noted: this change is ours, not another process's.
@@ -139,9 +165,11 @@ public final class ReplyQueue: @unchecked Sendable {
                     index.responseIds[sequence] = reply.responseId
                     index.stamp = stamp()
                 }
-                return QueuedReply(sequence: sequence, reply: reply)
+                return QueuedReply(sequence: sequence, reply: reply, signature: signature)
             }
-            guard errno == EEXIST else { throw Self.posixError() }
+            let error = Self.posixError()
+            if sidecar != nil { unlink(signaturePath(of: sequence)) }
+            guard error.code == .EEXIST else { throw error }
             sequence += 1
         }
         throw POSIXError(.EEXIST)
@@ -232,7 +260,9 @@ public final class ReplyQueue: @unchecked Sendable {
             return .gone
         }
         if let reply = try? Reply(ingestBody: data) {
-            return .reply(QueuedReply(sequence: sequence, reply: reply), body: data)
+            return .reply(
+                QueuedReply(sequence: sequence, reply: reply, signature: signature(of: sequence, for: reply)),
+                body: data)
         }
         // A file of earlier versions: `{"sequence", "queuedAt", "reply"}`.
         struct Legacy: Decodable { var reply: Reply }
@@ -252,6 +282,7 @@ public final class ReplyQueue: @unchecked Sendable {
     @discardableResult
     func remove(_ sequence: UInt64) -> Bool {
         let removed = unlink(url(of: sequence).path) == 0
+        unlink(signaturePath(of: sequence))
         lock.withLock {
             index.remove(sequence)
             index.stamp = stamp()
@@ -269,6 +300,7 @@ public final class ReplyQueue: @unchecked Sendable {
         }
         // rename(2): of two processes moving one file, one finds it gone.
         let moved = rename(url(of: sequence).path, target.path) == 0
+        unlink(signaturePath(of: sequence))
         lock.withLock {
             index.remove(sequence)
             index.stamp = stamp()
@@ -348,6 +380,32 @@ public final class ReplyQueue: @unchecked Sendable {
         directory.appendingPathComponent(Self.fileName(of: sequence))
     }
 
+    /// Signatures live in `signatures/`, so writing one does not change the queue folder's modification time.
+    private func signaturePath(of sequence: UInt64) -> String {
+        directory.appendingPathComponent("signatures", isDirectory: true)
+            .appendingPathComponent(String(format: "%020llu", sequence) + ".sig").path
+    }
+
+    /// What `signatures/<sequence>.sig` holds: the header and the `responseId` it signs.
+    struct Sidecar: Codable {
+        var responseId: String
+        var header: String
+
+        func encoded() -> Data {
+            // Two strings: encoding cannot fail.
+            guard let data = try? JSONEncoder().encode(self) else { preconditionFailure("a sidecar always encodes") }
+            return data
+        }
+    }
+
+    /// The signature header kept for the reply queued as `sequence`, when it names `reply`'s `responseId`.
+    private func signature(of sequence: UInt64, for reply: Reply) -> String? {
+        guard let data = FileManager.default.contents(atPath: signaturePath(of: sequence)),
+            let sidecar = try? JSONDecoder().decode(Sidecar.self, from: data), sidecar.responseId == reply.responseId
+        else { return nil }
+        return sidecar.header
+    }
+
     /// Claims live in `claims/`, so taking one does not change the queue folder's modification time.
     private func claimPath(of sequence: UInt64) -> String {
         directory.appendingPathComponent("claims", isDirectory: true)
@@ -384,16 +442,22 @@ public final class ReplyQueue: @unchecked Sendable {
         index.stamp = stampBefore
     }
 
-    /// Temporary files and claims a killed process left behind, once they are old enough not to be in use.
+    /// Temporary files, claims and signatures without a reply that a killed process left behind, once they are
+    /// old enough not to be in use.
     private func removeLeftovers(now: Date = Date()) {
         let manager = FileManager.default
         let claims = directory.appendingPathComponent("claims", isDirectory: true)
+        let signatures = directory.appendingPathComponent("signatures", isDirectory: true)
+        let queued = Set(lock.withLock { index.sequences[index.start...] })
         let names =
             ((try? manager.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasPrefix(".tmp-") }
             .map { directory.appendingPathComponent($0).path }
             + ((try? manager.contentsOfDirectory(atPath: claims.path)) ?? []).map {
                 claims.appendingPathComponent($0).path
             }
+            + ((try? manager.contentsOfDirectory(atPath: signatures.path)) ?? []).filter { name in
+                UInt64(name.prefix(20)).map { !queued.contains($0) } ?? true
+            }.map { signatures.appendingPathComponent($0).path }
         for path in names {
             let modified = (try? manager.attributesOfItem(atPath: path))?[.modificationDate] as? Date ?? now
             if now.timeIntervalSince(modified) > 3_600 { try? manager.removeItem(atPath: path) }

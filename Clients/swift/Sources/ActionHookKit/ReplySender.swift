@@ -205,7 +205,7 @@ final class ReplySender: Sendable {
         uploads.schedule(
             BackgroundUpload(
                 name: entry.fileName, file: queue.url(of: entry.sequence), url: ingestURL,
-                headers: headers(for: entry.reply, key: ingestKey, userToken: identity.held),
+                headers: headers(for: entry, key: ingestKey, userToken: identity.held),
                 earliestBeginDate: now.addingTimeInterval(configuration.backgroundUploadDelay)))
     }
 
@@ -331,7 +331,7 @@ final class ReplySender: Sendable {
                 state.sending = sequence
                 return (state.early, state.ingestKey)
             }
-            let outcome = await send(body, reply: entry.reply, key: key, userToken: userToken)
+            let outcome = await send(body, entry: entry, key: key, userToken: userToken)
             state.withLock { $0.sending = nil }
             switch outcome {
             case .delivered(let status):
@@ -461,20 +461,23 @@ final class ReplySender: Sendable {
         configuration.serverURL.appendingPathComponent("v1/responses")
     }
 
-    private func headers(for reply: Reply, key: String, userToken: String?) -> [String: String] {
+    /// The headers of a reply's request: the `Idempotency-Key` is its `responseId` (which a signed reply's
+    /// signature covers), and a signed reply carries the signature it was queued with.
+    private func headers(for entry: QueuedReply, key: String, userToken: String?) -> [String: String] {
         var headers = [
             "Authorization": "Bearer " + key, "Content-Type": "application/json",
-            "Idempotency-Key": reply.responseId,
+            "Idempotency-Key": entry.reply.responseId,
         ]
         if let userToken { headers[UserToken.headerName] = userToken }
+        if let signature = entry.signature { headers[ReplySignature.header] = signature }
         return headers
     }
 
-    private func send(_ body: Data, reply: Reply, key: String, userToken: String?) async -> DeliveryOutcome {
+    private func send(_ body: Data, entry: QueuedReply, key: String, userToken: String?) async -> DeliveryOutcome {
         var request = URLRequest(url: ingestURL)
         request.httpMethod = "POST"
         request.timeoutInterval = configuration.requestTimeout
-        for (name, value) in headers(for: reply, key: key, userToken: userToken) {
+        for (name, value) in headers(for: entry, key: key, userToken: userToken) {
             request.setValue(value, forHTTPHeaderField: name)
         }
         request.httpBody = body

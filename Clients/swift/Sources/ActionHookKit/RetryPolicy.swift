@@ -55,23 +55,35 @@ public struct Problem: Sendable, Equatable, Codable {
         self.title = title
         self.detail = detail
     }
+
+    /// The type of the 403 a reply gets when its category, rule or notification requires replies signed by the
+    /// device's key and its signature was absent or invalid: the server stored it as `unverified`, it acted on
+    /// nothing, and sending it again as it is cannot change that.
+    public static let replySignatureRequiredType = "https://actionhook.dev/problems/reply-signature-required"
+
+    /// Whether this problem refuses the reply for its missing or invalid signature.
+    public var requiresSignedReply: Bool {
+        type == Self.replySignatureRequiredType
+    }
 }
 
 /// What one attempt to send a reply came to.
 public enum DeliveryOutcome: Sendable, Equatable {
     /// 202 (stored now) or 200 (stored before: a replay). The reply leaves the queue.
     case delivered(status: Int)
-    /// A refusal of the reply itself that sending again cannot change: 400, 413, 415, 422 (its content) and
-    /// 410 (it is too old for its rule). The reply leaves the queue.
+    /// A refusal of the reply itself that sending again cannot change: 400, 413, 415, 422 (its content), 410 (it
+    /// is too old for its rule) and 403 `reply-signature-required` (unsigned or invalid where signed replies are
+    /// required). The reply leaves the queue.
     case refused(status: Int, problem: Problem)
     /// 401: the ingest key (or, with `problem.refusesUserToken`, the user token) was refused, not the reply. The
     /// queue keeps it and pauses until a new key is set (a user-token refusal first asks the token provider).
     case keyRefused(problem: Problem)
     /// Worth another try: a network error, a timeout, 5xx, 409 (the first send is still in flight), 429,
-    /// and any other status. `retryAfter` is the server's `Retry-After`, in seconds.
+    /// and any other status (a 403 of another type, too). `retryAfter` is the server's `Retry-After`, in seconds.
     case retry(status: Int?, retryAfter: TimeInterval?)
 
-    /// The statuses after which a reply is removed without success.
+    /// The statuses after which a reply is removed without success (and 403 with the problem type
+    /// `Problem.replySignatureRequiredType`).
     public static let permanentStatuses: Set<Int> = [400, 410, 413, 415, 422]
 
     /// Classifies an HTTP answer.
@@ -86,6 +98,10 @@ public enum DeliveryOutcome: Sendable, Equatable {
         case _ where permanentStatuses.contains(status):
             let problem = (try? JSONDecoder().decode(Problem.self, from: body)) ?? Problem()
             return .refused(status: status, problem: problem)
+        case 403:
+            let problem = (try? JSONDecoder().decode(Problem.self, from: body)) ?? Problem()
+            if problem.requiresSignedReply { return .refused(status: status, problem: problem) }
+            return .retry(status: status, retryAfter: Timestamp.retryAfter(retryAfterHeader, now: now))
         default:
             return .retry(status: status, retryAfter: Timestamp.retryAfter(retryAfterHeader, now: now))
         }

@@ -13,12 +13,27 @@ enum Timestamp {
         return whole.dropLast() + "." + String(fraction + 1_000).dropFirst() + "Z"
     }
 
-    /// The time an RFC 3339 string with or without fractional seconds stands for, to the millisecond.
+    /// The time an RFC 3339 string with or without fractional seconds stands for, to the millisecond: digits
+    /// past the millisecond are cut (truncated, as the server does), so a time read here is the one it stores and
+    /// a reply's signature covers.
     static func date(from string: String) -> Date? {
+        let string = truncatingFraction(string)
         let parsed =
             (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(string))
             ?? (try? Date.ISO8601FormatStyle().parse(string))
         return parsed.map { milliseconds(milliseconds($0)) }
+    }
+
+    /// `string` with its fractional seconds cut to three digits.
+    static func truncatingFraction(_ string: String) -> String {
+        let utf8 = Array(string.utf8)
+        guard let time = utf8.firstIndex(where: { $0 == UInt8(ascii: "T") || $0 == UInt8(ascii: "t") }),
+            let dot = utf8[time...].firstIndex(of: UInt8(ascii: "."))
+        else { return string }
+        let digits = dot + 1
+        let end = utf8[digits...].firstIndex { !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } ?? utf8.endIndex
+        guard end - digits > 3 else { return string }
+        return String(decoding: utf8[..<(digits + 3)] + utf8[end...], as: UTF8.self)
     }
 
     /// Whole milliseconds since 1970: how the queue keeps times, so a time read back equals the one written.

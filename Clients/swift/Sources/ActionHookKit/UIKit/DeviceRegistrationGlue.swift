@@ -35,14 +35,17 @@
         /// `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`. Sends `PUT /v1/devices/{hex}`
         /// with the APNs environment (`Configuration.pushEnvironment`, else the one the embedded provisioning
         /// profile grants: `development` is `sandbox`; no profile is `production`), `DeviceInfo.current`,
-        /// and the user token; keeps the device token for the replies.
+        /// and the user token; keeps the device token for the replies. With signing on
+        /// (`Configuration.appID`) it registers the device key too, made on first need; `rotatingKey` makes a
+        /// new one in its place.
         ///
         /// - Throws: `ActionHookClientError.refused` when the server refuses the registration,
-        ///   `.unavailable` when it cannot be reached or fails, or the token provider's error.
-        public func register(deviceToken: Data) async throws {
+        ///   `.unavailable` when it cannot be reached or fails, the token provider's error, or the key store's.
+        public func register(deviceToken: Data, rotatingKey: Bool = false) async throws {
             let device = await DeviceInfo.current
             let profile = configuration.pushEnvironment == nil ? PushEnvironment.embeddedProvisioningProfile() : nil
-            try await register(deviceToken: deviceToken, device: device, provisioningProfile: profile)
+            try await register(
+                deviceToken: deviceToken, device: device, provisioningProfile: profile, rotatingKey: rotatingKey)
         }
     }
 #endif

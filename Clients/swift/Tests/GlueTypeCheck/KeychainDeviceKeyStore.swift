@@ -1,0 +1,1 @@
+../../Sources/ActionHookKit/Security/KeychainDeviceKeyStore.swift
