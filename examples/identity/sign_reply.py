@@ -17,6 +17,7 @@ import base64
 import datetime
 import hashlib
 import json
+import re
 import sys
 
 from cryptography.hazmat.primitives import hashes, serialization
@@ -32,9 +33,24 @@ def responded_at_utc(text):
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (moment.microsecond // 1000)
 
 
+UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def notification_key(reply):
+    """`userInfo.actionhook` as ActionHook reads it: `n` a UUID and `d` a whole number from 0 to 2^20 − 1,
+    else no key at all (both lines empty)."""
+    key = (reply.get("userInfo") or {}).get("actionhook")
+    if not isinstance(key, dict):
+        return {}
+    n, d = key.get("n"), key.get("d")
+    if isinstance(n, str) and UUID.match(n) and isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 20:
+        return {"n": n, "d": d}
+    return {}
+
+
 def canonical(app_id, reply):
     """The bytes a device signs for `reply` (the JSON body it sends) of ActionHook app `app_id`."""
-    key = (reply.get("userInfo") or {}).get("actionhook") or {}
+    key = notification_key(reply)
     text = reply.get("userText")
     fields = [
         ("app", app_id),
@@ -66,7 +82,8 @@ def public_key_base64(public_key):
 
 def sign(private_key, message):
     """ECDSA P-256 over SHA-256 of `message`, as the raw 64 bytes r‖s (CryptoKit's rawRepresentation)."""
-    r, s = decode_dss_signature(private_key.sign(message, ec.ECDSA(hashes.SHA256())))
+    # Deterministic (RFC 6979): the same key and bytes give the same signature, so the vectors never churn.
+    r, s = decode_dss_signature(private_key.sign(message, ec.ECDSA(hashes.SHA256(), deterministic_signing=True)))
     return r.to_bytes(32, "big") + s.to_bytes(32, "big")
 
 
