@@ -120,44 +120,43 @@ struct ErrorMapper: Sendable {
     /// The `410 Gone` a late reply gets: problem+json with the stored response's id, the limit and the
     /// reply's age.
     static func response(for expired: ReplyExpired) -> HTTPResponse {
-        let stored = expired.answer.body.objectValue ?? JSONObject()
-        var problem: JSONObject = [
-            "type": .string("https://actionhook.dev/problems/reply-expired"),
-            "title": .string("Reply expired"),
-            "status": .integer(410),
-            "detail": .string(
-                stored["expiresAt"] != nil
-                    ? "The notification it answers expired before the reply arrived: it was stored as expired and did not act."
-                    : "The reply is older than its category's or rule's age limit: it was stored as expired and did not act."
-            ),
-        ]
-        for member in ["id", "ruleId", "maxReplyAgeSeconds", "ageSeconds", "notificationId", "expiresAt"] {
-            if let value = stored[member] { problem[member] = value }
-        }
-        var headers: HTTPHeaders = ["Content-Type": "application/problem+json"]
-        if expired.replayed { headers.set("Idempotent-Replayed", "true") }
-        return HTTPResponse(status: 410, headers: headers, body: JSONValue.object(problem).jsonBytes)
+        storedReplyProblem(
+            expired.answer, replayed: expired.replayed, status: 410, type: "reply-expired", title: "Reply expired",
+            detail: expired.answer.body.objectValue?["expiresAt"] != nil
+                ? "The notification it answers expired before the reply arrived: it was stored as expired and did not act."
+                : "The reply is older than its category's or rule's age limit: it was stored as expired and did not act.",
+            members: ["id", "ruleId", "maxReplyAgeSeconds", "ageSeconds", "notificationId", "expiresAt"])
     }
 
     /// The `403 Forbidden` an unverified reply gets: problem+json with the stored response's id, its rule and
     /// what its signature proved (`signature`: `null` when absent, else `{"status": "invalid", …}`).
     static func response(for unverified: ReplyUnverified) -> HTTPResponse {
-        let stored = unverified.answer.body.objectValue ?? JSONObject()
+        storedReplyProblem(
+            unverified.answer, replayed: unverified.replayed, status: 403, type: "reply-signature-required",
+            title: "Reply signature required",
+            detail: "Replies here act only when signed by the device's registered key (ActionHook-Reply-Signature); "
+                + "this one's signature was absent or invalid: it was stored as unverified and did not act.",
+            members: ["id", "ruleId", "notificationId"], signature: true)
+    }
+
+    /// The problem a reply that was stored but did not act gets, first and on every replay: `members` of its
+    /// stored answer (and its `signature`, `null` when absent, with `signature`).
+    private static func storedReplyProblem(
+        _ answer: StoredAnswer, replayed: Bool, status: Int, type: String, title: String, detail: String,
+        members: [String], signature: Bool = false
+    ) -> HTTPResponse {
+        let stored = answer.body.objectValue ?? JSONObject()
         var problem: JSONObject = [
-            "type": .string("https://actionhook.dev/problems/reply-signature-required"),
-            "title": .string("Reply signature required"),
-            "status": .integer(403),
-            "detail": .string(
-                "Replies here act only when signed by the device's registered key (ActionHook-Reply-Signature); "
-                    + "this one's signature was absent or invalid: it was stored as unverified and did not act."),
+            "type": .string("https://actionhook.dev/problems/" + type), "title": .string(title),
+            "status": .integer(status), "detail": .string(detail),
         ]
-        for member in ["id", "ruleId", "notificationId"] {
+        for member in members {
             if let value = stored[member] { problem[member] = value }
         }
-        problem["signature"] = stored["signature"] ?? .null
+        if signature { problem["signature"] = stored["signature"] ?? .null }
         var headers: HTTPHeaders = ["Content-Type": "application/problem+json"]
-        if unverified.replayed { headers.set("Idempotent-Replayed", "true") }
-        return HTTPResponse(status: 403, headers: headers, body: JSONValue.object(problem).jsonBytes)
+        if replayed { headers.set("Idempotent-Replayed", "true") }
+        return HTTPResponse(status: status, headers: headers, body: JSONValue.object(problem).jsonBytes)
     }
 
     func headers(for error: StoreError) -> HTTPHeaders {
