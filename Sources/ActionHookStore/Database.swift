@@ -19,7 +19,8 @@ extension StoreError {
 extension PostgresError {
     /// Whether the database did not answer in time or could not be reached: trying again later may succeed.
     var meansUnavailable: Bool {
-        isConnectionError || kind == .poolTimeout || kind == .timedOut || sqlState == Self.queryCanceled
+        isConnectionError || kind == .poolTimeout || kind == .timedOut || kind == .notReplicated
+            || sqlState == Self.queryCanceled
     }
 
     /// SQLSTATE 57014, `query_canceled`: a statement stopped at `statement_timeout`.
@@ -93,7 +94,13 @@ struct Database: Sendable {
             let started = ContinuousClock.now
             var pause = Duration.milliseconds(20)
             while true {
-                if (try? pool.end(session)) == true { return try StoreError.translatingUnavailable(found) }
+                if (try? pool.end(session)) == true {
+                    // The read confirms what it finds as replicated (``confirmReplicated``); during a
+                    // failover it may not be able to yet, and is tried again.
+                    do {
+                        return try StoreError.translatingUnavailable(found)
+                    } catch StoreError.unavailable where ContinuousClock.now - started < Self.settleLimit {}
+                }
                 guard ContinuousClock.now - started < Self.settleLimit else {
                     throw StoreError.unavailable
                 }
@@ -137,6 +144,19 @@ struct Database: Sendable {
 }
 
 extension Database {
+    /// A statement that makes its transaction write WAL (a transactional logical message, which any role
+    /// may emit and no one decodes unless a logical replication slot asks), so that the transaction's
+    /// commit waits for the synchronous standby like a write's does.
+    ///
+    /// A transaction that only reads commits without waiting for replication, so a read alone could
+    /// confirm a row that is committed on the primary but not yet on its standby (a commit whose wait was
+    /// cancelled, or whose session ended while waiting), which a failover then loses. A replay of a stored
+    /// answer, or a read that settles a commit in doubt, sends this with its commit: the commit comes
+    /// after the row's, and a standby confirms WAL in order, so once it is confirmed the row is on the
+    /// standby too; if it is not, the commit fails as ``PostgresError/Kind-swift.enum/notReplicated``
+    /// and nothing is confirmed. On a server without synchronous standbys it costs one small WAL record.
+    static let confirmReplicated: PostgresQuery = "SELECT pg_logical_emit_message(true, 'actionhook', '') AS lsn"
+
     /// Runs `query` in a transaction of one round trip after `settings` (`SET LOCAL`-style
     /// `set_config` calls that pin its plan), and returns the query's rows.
     func pinned(_ settings: PostgresQuery, _ query: PostgresQuery) throws -> PostgresRows {

@@ -83,7 +83,7 @@ public struct NotificationStore: Sendable {
         return try pool.settlingInDoubt(write) {
             guard let sent else { throw StoreError.unavailable }
             let found = try pool.pipelinedTransaction([
-                "SELECT 1 FROM notifications WHERE app_id = \(appID) AND id = \(sent.id)"
+                "SELECT 1 FROM notifications WHERE app_id = \(appID) AND id = \(sent.id)", Database.confirmReplicated,
             ])
             guard !found[0].isEmpty else { throw StoreError.unavailable }
             return sent.result
@@ -149,7 +149,8 @@ public struct NotificationStore: Sendable {
                     throw StoreError.idempotencyKeyReused
                 }
                 let answer = try JSONParser.parse(try row.decode("answer", as: PostgresJSON.self).text)
-                return (.replayed(answer), nil, [])
+                // A replay confirms the stored send only once it is on the synchronous standby.
+                return (.replayed(answer), nil, [Database.confirmReplicated])
             }
         }
         let now: Date = try read[appLock][0].decode("now")
