@@ -523,7 +523,7 @@ run_fault() {
             start_node "$target"
             ;;
         freeze)
-            sleep "$(awk -v f="$freeze_seconds" -v e="$(elapsed "$faulted" "$(now)")" 'BEGIN { d = f - e; print d > 0 ? d : 0 }')"
+            sleep "$(awk -v f="$freeze_seconds" -v e="$(elapsed "$faulted" "$(now)")" 'BEGIN { d = f - e; print (d > 0 ? d : 0) }')"
             signal_node CONT "$target"
             note "$fault" "n$target thawed after $(elapsed "$faulted" "$(now)") s"
             ;;

@@ -84,7 +84,8 @@ struct Database: Sendable {
     /// its retry, so it must never be answered "unavailable" while it may still be stored.
     ///
     /// It waits as long as the database stays unreachable, up to ``settleLimit``; past it the error is
-    /// thrown after all.
+    /// thrown after all. `found` runs its statements untranslated (``uncheckedPipelinedTransaction(_:)``),
+    /// so that a read that could not be done is told apart from what the read decided.
     func settlingInDoubt<T>(_ write: () throws -> T, found: () throws -> T) throws -> T {
         do {
             return try StoreError.translatingUnavailable { try keepingUnresolved(write) }
@@ -96,10 +97,13 @@ struct Database: Sendable {
             while true {
                 if (try? pool.end(session)) == true {
                     // The read confirms what it finds as replicated (``confirmReplicated``); during a
-                    // failover it may not be able to yet, and is tried again.
+                    // failover it may not be able to yet, and is tried again. What it decides (found, not
+                    // found) is its answer.
                     do {
-                        return try StoreError.translatingUnavailable(found)
-                    } catch StoreError.unavailable where ContinuousClock.now - started < Self.settleLimit {}
+                        return try found()
+                    } catch let error as PostgresError where error.meansUnavailable {
+                        guard ContinuousClock.now - started < Self.settleLimit else { throw StoreError.unavailable }
+                    }
                 }
                 guard ContinuousClock.now - started < Self.settleLimit else {
                     throw StoreError.unavailable

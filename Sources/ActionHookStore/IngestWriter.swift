@@ -271,7 +271,7 @@ struct IngestTransaction {
         return try database.settlingInDoubt(write) {
             let sent = sent()
             // What it finds is confirmed only once it is replicated (``Database/confirmReplicated``).
-            let rows = try database.pipelinedTransaction([
+            let rows = try database.uncheckedPipelinedTransaction([
                 IngestStatements.storedIDs(
                     apps: sent.map { items[$0.index].appID }, ids: sent.map(\.plan.responseID)),
                 Database.confirmReplicated,

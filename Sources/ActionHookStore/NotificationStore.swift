@@ -82,7 +82,7 @@ public struct NotificationStore: Sendable {
         guard idempotencyKey == nil else { return try StoreError.translatingUnavailable(write) }
         return try pool.settlingInDoubt(write) {
             guard let sent else { throw StoreError.unavailable }
-            let found = try pool.pipelinedTransaction([
+            let found = try pool.uncheckedPipelinedTransaction([
                 "SELECT 1 FROM notifications WHERE app_id = \(appID) AND id = \(sent.id)", Database.confirmReplicated,
             ])
             guard !found[0].isEmpty else { throw StoreError.unavailable }
