@@ -90,7 +90,8 @@ public struct NotificationStore: Sendable {
         }
     }
 
-    /// Reads what a send needs, plans it and returns its answer and writes (nothing when it is replayed).
+    /// Reads what a send needs, plans it and returns its answer and writes (when it is replayed, only
+    /// ``Database/confirmReplicated``).
     private func plan(
         appID: String, idempotencyKey: String?, request: SendRequest,
         send: ([PostgresQuery]) throws -> [PostgresRows]
