@@ -503,6 +503,9 @@ run_fault() {
         target="$(sync_standby)"
         target="${target#n}"
     fi
+    rewinds() { grep -c "running pg_rewind" "$(node_dir "$target")/patroni.log" || true; }
+    local rewound_before
+    rewound_before="$(rewinds)"
     faulted="$(now)"
     case "$fault" in
         crash) signal_node KILL "$target" ;;
@@ -540,7 +543,7 @@ run_fault() {
             "$(is_replica "n$target" && echo 1 || echo 0)" == 1
     fi
     check "$fault" "leaders after the fault" "$(cluster | awk '$2 == "leader"' | wc -l)" == 1
-    note "$fault" "n$target's Patroni log mentions pg_rewind $(grep -c "pg_rewind" "$(node_dir "$target")/patroni.log" || true) time(s)"
+    note "$fault" "n$target rewound (pg_rewind) $(($(rewinds) - rewound_before)) time(s) on its way back"
 
     # Replies.
     cat "$dir"/sent_0.tsv "$dir"/sent_1.tsv >"$dir/sent.tsv"
