@@ -19,7 +19,8 @@ private final class NoticeWatch {
 // otherwise; they carry server text, so they are dropped, and only one kind is noted: the WARNING a
 // server with synchronous replication sends when it stops waiting for a standby after the commit is
 // already local ("canceling wait for synchronous replication …": SQLSTATE 01000 when the wait was
-// cancelled, as at statement_timeout; 57P01 when the session is being terminated). The project's own
+// cancelled, by pg_cancel_backend or a client's cancel request, since statement_timeout is off during a
+// commit; 57P01 when the session is being terminated, as a fast shutdown does). The project's own
 // SQL raises no warnings, so these two are told by their SQLSTATE, which is not translated. A
 // non-capturing file-scope closure, because a capturing @convention(c) closure crashes the Swift 6.3.1
 // compiler.
