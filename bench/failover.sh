@@ -543,7 +543,9 @@ run_fault() {
             "$(is_replica "n$target" && echo 1 || echo 0)" == 1
     fi
     check "$fault" "leaders after the fault" "$(cluster | awk '$2 == "leader"' | wc -l)" == 1
-    note "$fault" "n$target rewound (pg_rewind) $(($(rewinds) - rewound_before)) time(s) on its way back"
+    local rewound=no
+    if (($(rewinds) > rewound_before)); then rewound=yes; fi
+    note "$fault" "n$target ran pg_rewind on its way back: $rewound"
 
     # Replies.
     cat "$dir"/sent_0.tsv "$dir"/sent_1.tsv >"$dir/sent.tsv"
