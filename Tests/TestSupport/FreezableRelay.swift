@@ -79,7 +79,10 @@ package final class FreezableRelay: Sendable {
             while frozen.load(ordering: .sequentiallyConsistent) { usleep(10_000) }
             var offset = 0
             while offset < count {
-                let written = buffer.withUnsafeBytes { write(destination, $0.baseAddress! + offset, count - offset) }
+                // send, not write: a peer already gone must not raise SIGPIPE in the test process.
+                let written = buffer.withUnsafeBytes {
+                    send(destination, $0.baseAddress! + offset, count - offset, Int32(MSG_NOSIGNAL))
+                }
                 if written < 0 && errno == EINTR { continue }
                 if written <= 0 { break }
                 offset += written
