@@ -504,6 +504,10 @@ run_fault() {
         target="${target#n}"
     fi
     rewinds() { grep -c "running pg_rewind" "$(node_dir "$target")/patroni.log" || true; }
+    if [[ ! "$target" =~ ^[123]$ ]]; then
+        log "$fault: no node to fault (cluster: $(cluster 2>/dev/null | tr '\n' ';'))"
+        return 1
+    fi
     local rewound_before
     rewound_before="$(rewinds)"
     faulted="$(now)"
