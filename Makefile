@@ -5,7 +5,7 @@ SHELL := /bin/bash
 SWIFT_FORMAT_PATHS := Sources Tests Package.swift
 DEV_PG_DIR := .local/pg
 
-.PHONY: help run test test-stress build format lint stop-db clean-db bench bench-migrate bench-delivery bench-client faults compose-check
+.PHONY: help run test test-stress build format lint stop-db clean-db bench bench-migrate bench-delivery bench-client faults failover compose-check
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  make %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -37,6 +37,9 @@ bench-client: ## ActionHookKit's queue: forward at depth 1,000 vs 0, draining 1,
 
 faults: ## The reliability faults R1-R10 and the slow-client attack F3 at full size (bench/faults.sh)
 	bash bench/faults.sh
+
+failover: ## R14: failovers of a Patroni cluster (3 nodes, etcd) under load, two instances; figures in bench/RESULTS.md (bench/failover.sh)
+	bash bench/failover.sh
 
 compose-check: ## docker-compose up --build for real (podman), then health, one reply and its signed webhook; about 20 min, root
 	bash scripts/compose-check.sh

@@ -5,7 +5,9 @@
 # PostgreSQL cluster on a free port (deleted on exit), exports ACTIONHOOK_TEST_DATABASE_URL, then stops at
 # the first failure of: scripts/check-c-imports.sh; `docker-compose config -q` (required in CI);
 # `swift build --build-tests`; `swift test` (the client package's suite in a run of its own); every other scripts/check-*.sh, in lexical order;
-# the reliability faults in their short form (bench/faults.sh, FAULTS_SIZE=short) against the debug binary just built.
+# the reliability faults in their short form (bench/faults.sh, FAULTS_SIZE=short) against the debug binary just built;
+# the failovers of a Patroni cluster in their short form (bench/failover.sh, FAILOVER_SIZE=short: the primary
+# crashed, then frozen), against the same binary.
 # ACTIONHOOK_TEST_ARGS adds arguments to `swift test` (e.g. "--filter PostgresTests").
 # ACTIONHOOK_TEST_STRESS=1 (`make test-stress`; CI does it too) runs `swift test` with two CPU hogs beside it
 # (stress-ng --cpu 2), the load of a developer's busy laptop: the suite must pass on such a machine.
@@ -183,5 +185,10 @@ done
 # The faults of quality.md (R1-R10, F3) in their short form, about two minutes: the debug binary is the one the
 # tests ran against, and a release build would cost minutes more (`make faults` runs them at full size).
 step "faults (short)" env FAULTS_SIZE=short FAULTS_BINARY="$(swift build --show-bin-path)/actionhook" bash bench/faults.sh
+
+# Quality R14 in its short form, about four minutes: the primary crashed and frozen under load (`make failover`
+# runs every fault).
+step "failover (short)" env FAILOVER_SIZE=short FAILOVER_BINARY="$(swift build --show-bin-path)/actionhook" \
+    bash bench/failover.sh
 
 echo "==> test: OK after $((SECONDS - started))s, ${#passed[@]} steps: $(joined "${passed[@]}"); logs in .build/test-logs/"

@@ -19,7 +19,8 @@ extension StoreError {
 extension PostgresError {
     /// Whether the database did not answer in time or could not be reached: trying again later may succeed.
     var meansUnavailable: Bool {
-        isConnectionError || kind == .poolTimeout || kind == .timedOut || sqlState == Self.queryCanceled
+        isConnectionError || kind == .poolTimeout || kind == .timedOut || kind == .notReplicated
+            || sqlState == Self.queryCanceled
     }
 
     /// SQLSTATE 57014, `query_canceled`: a statement stopped at `statement_timeout`.
@@ -83,7 +84,8 @@ struct Database: Sendable {
     /// its retry, so it must never be answered "unavailable" while it may still be stored.
     ///
     /// It waits as long as the database stays unreachable, up to ``settleLimit``; past it the error is
-    /// thrown after all.
+    /// thrown after all. `found` runs its statements untranslated (``uncheckedPipelinedTransaction(_:)``),
+    /// so that a read that could not be done is told apart from what the read decided.
     func settlingInDoubt<T>(_ write: () throws -> T, found: () throws -> T) throws -> T {
         do {
             return try StoreError.translatingUnavailable { try keepingUnresolved(write) }
@@ -93,7 +95,16 @@ struct Database: Sendable {
             let started = ContinuousClock.now
             var pause = Duration.milliseconds(20)
             while true {
-                if (try? pool.end(session)) == true { return try StoreError.translatingUnavailable(found) }
+                if (try? pool.end(session)) == true {
+                    // The read confirms what it finds as replicated (``confirmReplicated``); during a
+                    // failover it may not be able to yet, and is tried again. What it decides (found, not
+                    // found) is its answer.
+                    do {
+                        return try found()
+                    } catch let error as PostgresError where error.meansUnavailable {
+                        guard ContinuousClock.now - started < Self.settleLimit else { throw StoreError.unavailable }
+                    }
+                }
                 guard ContinuousClock.now - started < Self.settleLimit else {
                     throw StoreError.unavailable
                 }
@@ -137,6 +148,19 @@ struct Database: Sendable {
 }
 
 extension Database {
+    /// A statement that makes its transaction write WAL (a transactional logical message, which any role
+    /// may emit and no one decodes unless a logical replication slot asks), so that the transaction's
+    /// commit waits for the synchronous standby like a write's does.
+    ///
+    /// A transaction that only reads commits without waiting for replication, so a read alone could
+    /// confirm a row that is committed on the primary but not yet on its standby (a commit whose wait was
+    /// cancelled, or whose session ended while waiting), which a failover then loses. A replay of a stored
+    /// answer, or a read that settles a commit in doubt, sends this with its commit: the commit comes
+    /// after the row's, and a standby confirms WAL in order, so once it is confirmed the row is on the
+    /// standby too; if it is not, the commit fails as ``PostgresError/Kind-swift.enum/notReplicated``
+    /// and nothing is confirmed. On a server without synchronous standbys it costs one small WAL record.
+    static let confirmReplicated: PostgresQuery = "SELECT pg_logical_emit_message(true, 'actionhook', '') AS lsn"
+
     /// Runs `query` in a transaction of one round trip after `settings` (`SET LOCAL`-style
     /// `set_config` calls that pin its plan), and returns the query's rows.
     func pinned(_ settings: PostgresQuery, _ query: PostgresQuery) throws -> PostgresRows {

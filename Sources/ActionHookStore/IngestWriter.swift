@@ -270,9 +270,11 @@ struct IngestTransaction {
         }
         return try database.settlingInDoubt(write) {
             let sent = sent()
-            let rows = try database.pipelinedTransaction([
+            // What it finds is confirmed only once it is replicated (``Database/confirmReplicated``).
+            let rows = try database.uncheckedPipelinedTransaction([
                 IngestStatements.storedIDs(
-                    apps: sent.map { items[$0.index].appID }, ids: sent.map(\.plan.responseID))
+                    apps: sent.map { items[$0.index].appID }, ids: sent.map(\.plan.responseID)),
+                Database.confirmReplicated,
             ])
             let stored = Set(try rows[0].map { try $0.decode("id", as: UUID.self) })
             var results = results
@@ -439,6 +441,11 @@ struct IngestTransaction {
             results[index] = .success(.created(plan.answer))
         }
         var statements = IngestStatements(entries: entries, windowSeconds: windowSeconds).statements.queries
+        if locked.contains(where: { if case .success(.replayed) = results[$0.index] { true } else { false } }) {
+            // A replay confirms the stored reply only once it is on the synchronous standby: read alone,
+            // the transaction would commit without waiting for it.
+            statements.append(Database.confirmReplicated)
+        }
         if !expiredKeys.isEmpty {
             // Before the insert that reuses them; the key's advisory lock keeps other writers out.
             statements.insert(IngestStatements.releaseKeys(expiredKeys), at: 0)

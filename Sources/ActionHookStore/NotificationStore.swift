@@ -82,15 +82,16 @@ public struct NotificationStore: Sendable {
         guard idempotencyKey == nil else { return try StoreError.translatingUnavailable(write) }
         return try pool.settlingInDoubt(write) {
             guard let sent else { throw StoreError.unavailable }
-            let found = try pool.pipelinedTransaction([
-                "SELECT 1 FROM notifications WHERE app_id = \(appID) AND id = \(sent.id)"
+            let found = try pool.uncheckedPipelinedTransaction([
+                "SELECT 1 FROM notifications WHERE app_id = \(appID) AND id = \(sent.id)", Database.confirmReplicated,
             ])
             guard !found[0].isEmpty else { throw StoreError.unavailable }
             return sent.result
         }
     }
 
-    /// Reads what a send needs, plans it and returns its answer and writes (nothing when it is replayed).
+    /// Reads what a send needs, plans it and returns its answer and writes (when it is replayed, only
+    /// ``Database/confirmReplicated``).
     private func plan(
         appID: String, idempotencyKey: String?, request: SendRequest,
         send: ([PostgresQuery]) throws -> [PostgresRows]
@@ -149,7 +150,8 @@ public struct NotificationStore: Sendable {
                     throw StoreError.idempotencyKeyReused
                 }
                 let answer = try JSONParser.parse(try row.decode("answer", as: PostgresJSON.self).text)
-                return (.replayed(answer), nil, [])
+                // A replay confirms the stored send only once it is on the synchronous standby.
+                return (.replayed(answer), nil, [Database.confirmReplicated])
             }
         }
         let now: Date = try read[appLock][0].decode("now")

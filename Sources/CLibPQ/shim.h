@@ -6,6 +6,7 @@
 // Field codes for PQresultErrorField. They are character macros in postgres_ext.h, which Swift
 // does not import.
 static const int AH_PG_DIAG_SEVERITY = 'S';
+static const int AH_PG_DIAG_SEVERITY_NONLOCALIZED = 'V';
 static const int AH_PG_DIAG_SQLSTATE = 'C';
 static const int AH_PG_DIAG_MESSAGE_PRIMARY = 'M';
 static const int AH_PG_DIAG_MESSAGE_DETAIL = 'D';

@@ -8,7 +8,9 @@ public struct PostgresConfiguration: Sendable {
     /// It may hold a password: never log it.
     public var connectionString: String
 
-    /// How long libpq may spend connecting to one host, in seconds (libpq's `connect_timeout`).
+    /// How long connecting to one host may take, in seconds (libpq's `connect_timeout`), at most the
+    /// response deadline; a `connect_timeout` in the connection string wins. Each host of a multi-host
+    /// connection string gets it anew (see ``PostgresConnection/init(configuration:)``).
     public var connectTimeoutSeconds: Int
 
     /// The session's `statement_timeout` in milliseconds, set after connecting; `nil` keeps the server's default.

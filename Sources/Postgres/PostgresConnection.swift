@@ -9,10 +9,28 @@ import Foundation
     import Darwin
 #endif
 
+/// What the notice receiver of one connection saw since it was last reset.
+private final class NoticeWatch {
+    /// A WARNING that a commit may not have been replicated arrived.
+    var commitMayNotBeReplicated = false
+}
+
 // libpq prints notices (such as "there is no transaction in progress") to stderr unless told
-// otherwise; they carry server text, so they are dropped. A non-capturing file-scope closure,
-// because a capturing @convention(c) closure crashes the Swift 6.3.1 compiler.
-private let discardNotice: PQnoticeProcessor = { _, _ in }
+// otherwise; they carry server text, so they are dropped, and only one kind is noted: the WARNING a
+// server with synchronous replication sends when it stops waiting for a standby after the commit is
+// already local ("canceling wait for synchronous replication …": SQLSTATE 01000 when the wait was
+// cancelled, by pg_cancel_backend or a client's cancel request, since statement_timeout is off during a
+// commit; 57P01 when the session is being terminated, as a fast shutdown does). The project's own
+// SQL raises no warnings, so these two are told by their SQLSTATE, which is not translated. A
+// non-capturing file-scope closure, because a capturing @convention(c) closure crashes the Swift 6.3.1
+// compiler.
+private let watchNotice: PQnoticeReceiver = { argument, result in
+    guard let argument, let result else { return }
+    func field(_ code: Int32) -> String? { PQresultErrorField(result, code).map { String(cString: $0) } }
+    guard field(AH_PG_DIAG_SEVERITY_NONLOCALIZED) == "WARNING", ["01000", "57P01"].contains(field(AH_PG_DIAG_SQLSTATE))
+    else { return }
+    Unmanaged<NoticeWatch>.fromOpaque(argument).takeUnretainedValue().commitMayNotBeReplicated = true
+}
 
 /// One blocking connection to PostgreSQL, the only owner of its libpq `PGconn`.
 ///
@@ -30,6 +48,11 @@ public final class PostgresConnection: @unchecked Sendable {
     // Set when a ROLLBACK after a failed transaction body could not be sent: the session state is
     // then unknown, so the connection must not be reused.
     private var isBroken = false
+    /// Set when the server answered with an error that means this is no longer the node to use (a
+    /// read-only transaction on a standby, a session ended by a shutdown): the pool then opens fresh ones.
+    private(set) var wasOnWrongNode = false
+    // What the notice receiver saw; it lives as long as the connection (the receiver gets it unretained).
+    private let notices = NoticeWatch()
     /// The server session this connection talks to, read when it opened (nil if it could not be read).
     public private(set) var session: PostgresSession?
     // The statements prepared on this session by `pipeline(_:)`: SQL text → statement name.
@@ -39,42 +62,45 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Opens a connection and prepares the session.
     ///
-    /// The corresponding C function is `PQconnectdbParams`, with `expand_dbname` set so the
-    /// connection string may be a URI or a conninfo string.
+    /// The corresponding C function is `PQconnectStartParams`, with `expand_dbname` set so the
+    /// connection string may be a URI or a conninfo string. A connection string that names several
+    /// hosts (`postgresql://…@h1:5432,h2:5432/db?target_session_attrs=read-write`) is tried one host
+    /// at a time, each within its own deadline, so that a host that accepts and then never answers (a
+    /// frozen server) cannot use up the time of the others; see ``PostgresConfiguration``.
     ///
     /// - Throws: ``PostgresError`` of kind `.connectionFailed`.
     public init(configuration: PostgresConfiguration) throws {
-        var keywords: [String?] = []
-        var values: [String?] = []
-        if !configuration.connectionString.isEmpty {
-            // With expand_dbname, the first dbname is expanded as a URI or conninfo string; the
-            // keywords after it override what it says.
-            keywords.append("dbname")
-            values.append(configuration.connectionString)
-        }
-        keywords += ["connect_timeout", "application_name", "client_encoding", nil]
-        // client_encoding UTF8 so the server converts text for us whatever the database encoding.
-        values += [String(configuration.connectTimeoutSeconds), configuration.applicationName, "UTF8", nil]
-
-        let pointer = withCStringArray(keywords) { keywordArray in
-            withCStringArray(values) { valueArray in
-                PQconnectStartParams(keywordArray, valueArray, 1)
+        let plan = try ConnectPlan(configuration)
+        var failure: PostgresError?
+        var connected: OpaquePointer?
+        for attempt in plan.attempts() {
+            let pointer = withCStringArray(attempt.keywords) { keywordArray in
+                withCStringArray(attempt.values) { valueArray in
+                    PQconnectStartParams(keywordArray, valueArray, attempt.expandsDatabaseName ? 1 : 0)
+                }
             }
+            guard let pointer else {
+                throw PostgresError(kind: .connectionFailed, message: "libpq could not allocate a connection")
+            }
+            if let failed = Self.finishConnecting(pointer, milliseconds: plan.deadlineMilliseconds) {
+                // libpq: "Note that even if the server connection attempt fails (as indicated by
+                // PQstatus), the application should call PQfinish to free the memory used by the
+                // PGconn object."
+                PQfinish(pointer)
+                failure = failed
+                continue
+            }
+            plan.remember(attempt)
+            connected = pointer
+            break
         }
-        guard let pointer else {
-            throw PostgresError(kind: .connectionFailed, message: "libpq could not allocate a connection")
+        guard let connected else {
+            throw failure ?? PostgresError(kind: .connectionFailed, message: "no host to connect to")
         }
-        if let failure = Self.finishConnecting(pointer, configuration: configuration) {
-            // libpq: "Note that even if the server connection attempt fails (as indicated by
-            // PQstatus), the application should call PQfinish to free the memory used by the
-            // PGconn object."
-            PQfinish(pointer)
-            throw failure
-        }
-        self.handle = pointer
+        self.handle = connected
         self.configuration = configuration
         // From here on deinit runs if init throws, so the handle is finished either way.
-        PQsetNoticeProcessor(handle, discardNotice, nil)
+        PQsetNoticeReceiver(handle, watchNotice, Unmanaged.passUnretained(notices).toOpaque())
         do {
             try prepareSession()
         } catch let error as PostgresError {
@@ -90,14 +116,10 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Drives a connection started with `PQconnectStartParams` to the end, waiting on its socket at
-    /// most the response deadline (else libpq's `connect_timeout`), and returns the failure, if any.
+    /// most `milliseconds`, and returns the failure, if any.
     ///
     /// The corresponding C functions are `PQconnectPoll` and `PQsocket`.
-    private static func finishConnecting(_ pointer: OpaquePointer, configuration: PostgresConfiguration)
-        -> PostgresError?
-    {
-        let milliseconds = min(
-            configuration.connectTimeoutSeconds * 1000, configuration.responseDeadlineMilliseconds ?? Int.max)
+    private static func finishConnecting(_ pointer: OpaquePointer, milliseconds: Int) -> PostgresError? {
         let deadline = ContinuousClock.now + .milliseconds(milliseconds)
         // libpq: "If PQconnectStart succeeds, the next stage is to poll libpq so that it can proceed
         // with the connection sequence", starting as if PQconnectPoll had returned PGRES_POLLING_WRITING.
@@ -227,7 +249,9 @@ public final class PostgresConnection: @unchecked Sendable {
         guard !sql.utf8.contains(0) else {
             throw PostgresError(kind: .misuse, message: "SQL text cannot contain NUL characters")
         }
+        notices.commitMayNotBeReplicated = false
         _ = try check(PQexec(handle, sql))
+        try confirmReplicated()
     }
 
     /// Runs `body` in a transaction: `BEGIN`, then `COMMIT` if it returns or `ROLLBACK` if it throws.
@@ -329,6 +353,9 @@ public final class PostgresConnection: @unchecked Sendable {
 
     // MARK: - Liveness and notifications, for the pool and the listener
 
+    /// The connection's socket (libpq's `PQsocket`), for reading its options.
+    var socketDescriptor: Int32 { PQsocket(handle) }
+
     /// Whether the server closed the connection while it sat idle, found without blocking: a
     /// terminated backend leaves its socket readable (an error message, then end of file).
     func isAliveWithoutWaiting() -> Bool {
@@ -400,6 +427,7 @@ public final class PostgresConnection: @unchecked Sendable {
     public func pipeline(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
         guard !queries.isEmpty else { return [] }
         for query in queries { try Self.checkForNUL(query) }
+        notices.commitMayNotBeReplicated = false
         guard PQenterPipelineMode(handle) == 1 else {
             throw PostgresError(kind: .misuse, message: "the connection cannot enter pipeline mode now")
         }
@@ -488,6 +516,7 @@ public final class PostgresConnection: @unchecked Sendable {
             if failure.sqlState == "0A000" && !preparedStatements.isEmpty { isBroken = true }
             throw failure
         }
+        try confirmReplicated()
         return rows
     }
 
@@ -514,6 +543,7 @@ public final class PostgresConnection: @unchecked Sendable {
             throw PostgresError(kind: .connectionLost, message: "the connection was given up after a failure")
         }
         let deadline = responseDeadline
+        notices.commitMayNotBeReplicated = false
         let sent = withParameters(query.parameters) { types, values, lengths, formats in
             PQsendQueryParams(handle, query.sql, Int32(query.parameters.count), types, values, lengths, formats, 0) == 1
         }
@@ -532,7 +562,23 @@ public final class PostgresConnection: @unchecked Sendable {
             default: continue
             }
         }
-        return try check(last)
+        let result = try check(last)
+        try confirmReplicated()
+        return result
+    }
+
+    /// Throws `.notReplicated` when the statement just run ended a transaction (an explicit `COMMIT`, or
+    /// one statement or pipeline as a transaction of its own) and the server warned meanwhile that the
+    /// commit might not have been replicated: it is local only, and a failover may still lose it. The
+    /// connection is given up, since its server is likely on its way out.
+    private func confirmReplicated() throws {
+        guard notices.commitMayNotBeReplicated else { return }
+        notices.commitMayNotBeReplicated = false
+        guard PQtransactionStatus(handle) == PQTRANS_IDLE else { return }
+        isBroken = true
+        throw PostgresError(
+            kind: .notReplicated,
+            message: "the commit is local only: the server stopped waiting for its synchronous standby")
     }
 
     /// Takes ownership of a result and turns a failed one into an error.
@@ -556,6 +602,12 @@ public final class PostgresConnection: @unchecked Sendable {
 
     private func error(from result: OwnedResult) -> PostgresError {
         let sqlState = result.errorField(AH_PG_DIAG_SQLSTATE)
+        if let sqlState, PostgresError.wrongNodeStates.contains(sqlState) {
+            // A standby (or a primary demoted under it) or a server going down: a session that stays would
+            // fail the same way again, so the pool replaces it, and its idle siblings, with fresh ones.
+            isBroken = true
+            wasOnWrongNode = true
+        }
         let lost = PQstatus(handle) != CONNECTION_OK
         return PostgresError(
             kind: lost ? .connectionLost : .server,

@@ -17,6 +17,10 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         /// The server did not answer within the configured response deadline (a stopped or hung
         /// server); the connection was given up. Whether a statement already sent took effect is unknown.
         case timedOut
+        /// The transaction committed on the server, but the server warned that it stopped waiting for its
+        /// synchronous standby ("has already committed locally, but might not have been replicated"): a
+        /// failover can still lose it, so it must not be confirmed to anyone. The connection was given up.
+        case notReplicated
         /// A value could not be decoded into the requested Swift type, or a column was missing.
         case decoding
         /// The API was used in a way it does not support (a nested transaction, a closed pool, a NUL byte in text).
@@ -58,7 +62,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
 
     /// This error, with the commit it interrupted in doubt on `session`.
     func unresolved(on session: PostgresSession?) -> PostgresError {
-        guard kind == .timedOut || kind == .connectionLost, let session else { return self }
+        guard kind == .timedOut || kind == .connectionLost || kind == .notReplicated, let session else { return self }
         return PostgresError(
             kind: kind, sqlState: sqlState, constraint: constraint, column: column, message: message,
             unresolved: session)
@@ -68,16 +72,23 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     public var isUniqueViolation: Bool { sqlState == "23505" }
 
     /// Whether the connection is unusable: a failed or lost connection, SQLSTATE class `08`, or
-    /// an administrator shutdown or termination (`57P01`, `57P02`, `57P03`).
+    /// the wrong node (see ``wrongNodeStates``).
     public var isConnectionError: Bool {
         switch kind {
         case .connectionFailed, .connectionLost:
             return true
-        case .server, .poolTimeout, .timedOut, .decoding, .misuse:
+        case .server, .poolTimeout, .timedOut, .notReplicated, .decoding, .misuse:
             guard let sqlState else { return false }
-            return sqlState.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(sqlState)
+            return sqlState.hasPrefix("08") || Self.wrongNodeStates.contains(sqlState)
         }
     }
+
+    /// The SQLSTATEs that mean the session is on a node that can no longer take this work: an
+    /// administrator shutdown or termination (`57P01`, `57P02`), a server starting up or in recovery
+    /// (`57P03`), and a read-only transaction (`25006`), which is also what `LISTEN` or any write on a
+    /// standby, or on a primary demoted under the session, fails with. The connection is dropped and a
+    /// new one goes to the primary (with `target_session_attrs=read-write` in the connection string).
+    public static let wrongNodeStates: Set<String> = ["57P01", "57P02", "57P03", "25006"]
 
     /// A generic description: the kind, SQLSTATE, constraint and column; never a message, a value or conninfo.
     public var description: String {

@@ -23,11 +23,18 @@ public struct PostgresNotification: Sendable, Equatable {
 /// listening are lost: use it to reload whatever the notifications would have invalidated. It is
 /// also called when listening first succeeds after failed attempts. Both callbacks run on the
 /// listener's thread; keep them short.
+///
+/// A listening connection that hears nothing for a heartbeat interval asks its server whether it is
+/// still a primary (`SELECT pg_is_in_recovery()`), within the response deadline: a server that was lost
+/// without the connection noticing (frozen, cut off) or that is now a standby (demoted after a
+/// failover, where notifications no longer come from the writers) is left, and listening resumes on
+/// whichever host the connection string finds, with `onReconnect` called.
 public final class PostgresListener: Sendable {
     private static let firstRetryDelay: TimeInterval = 0.1
     private static let longestRetryDelay: TimeInterval = 5
 
     private let configuration: PostgresConfiguration
+    private let heartbeatMilliseconds: Int32
     private let channels: [String]
     private let logger: Logger?
     private let onNotification: @Sendable (PostgresNotification) -> Void
@@ -47,9 +54,11 @@ public final class PostgresListener: Sendable {
     ///   - onNotification: Called on the listener's thread for each notification.
     ///   - onReconnect: Called on the listener's thread after listening resumed, when notifications may
     ///     have been missed.
+    ///   - heartbeatInterval: How long the connection may hear nothing before its server is asked.
     public init(
         configuration: PostgresConfiguration,
         channels: [String],
+        heartbeatInterval: Duration = .seconds(5),
         logger: Logger? = nil,
         onNotification: @escaping @Sendable (PostgresNotification) -> Void,
         onReconnect: @escaping @Sendable () -> Void = {}
@@ -66,7 +75,12 @@ public final class PostgresListener: Sendable {
                 "a channel name must match [a-z_0-9]+ and be at most 63 bytes"
             )
         }
+        // The heartbeat must not wait forever on a server that does not answer.
+        var configuration = configuration
+        configuration.responseDeadlineMilliseconds = configuration.responseDeadlineMilliseconds ?? 5000
         self.configuration = configuration
+        let (seconds, attoseconds) = heartbeatInterval.components
+        heartbeatMilliseconds = Int32(clamping: max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
         self.channels = channels
         self.logger = logger
         self.onNotification = onNotification
@@ -118,10 +132,13 @@ public final class PostgresListener: Sendable {
                 }
                 continue
             }
-            // No timeout: notifications or a stop (through `wake`) end the wait; an idle listener sleeps.
-            guard let notifications = listening.waitForNotifications(timeoutMilliseconds: -1, wake: wake)
+            // Notifications, a stop (through `wake`) or the heartbeat interval end the wait.
+            guard
+                let notifications = listening.waitForNotifications(
+                    timeoutMilliseconds: heartbeatMilliseconds, wake: wake),
+                !notifications.isEmpty || !isRunning || stillOnPrimary(listening)
             else {
-                logger?.warning("PostgreSQL listener lost its connection; reconnecting")
+                logger?.warning("PostgreSQL listener lost its connection or its primary; reconnecting")
                 connection = nil
                 mayHaveMissed = true
                 pause(retryDelay)
@@ -134,6 +151,16 @@ public final class PostgresListener: Sendable {
         }
         // The connection is finished before stop() returns.
         connection = nil
+    }
+
+    /// The heartbeat: whether the listening connection's server answers, within the response deadline,
+    /// that it is a primary. Notifications that arrive meanwhile are kept for the next wait.
+    private func stillOnPrimary(_ connection: PostgresConnection) -> Bool {
+        do {
+            return !(try connection.query("SELECT pg_is_in_recovery() AS standby")[0].decode("standby", as: Bool.self))
+        } catch {
+            return false
+        }
     }
 
     private func openAndListen() throws -> PostgresConnection {

@@ -302,7 +302,8 @@ public final class PostgresPool: @unchecked Sendable {
 
     private func release(_ connection: PostgresConnection) {
         // The connection's own state decides, not the body's error, which may come from elsewhere.
-        let isLost = !connection.isAliveWithoutWaiting()
+        // A connection on the wrong node (a standby, a server going down) means its siblings are too.
+        let isLost = connection.wasOnWrongNode || !connection.isAliveWithoutWaiting()
         let keep = !isLost && connection.isHealthy
         var evicted: [PostgresConnection] = []
         condition.lock()
