@@ -24,8 +24,8 @@
 #   actionhook-identity  the same requests to an app with identity `required` (ES256), each carrying the user
 #                        token of one of BENCH_CONNECTIONS users (P11: / actionhook, same run)
 #   actionhook-signed    the same requests, each signed by one of 256 registered devices and verified (P11:
-#                        / actionhook, same run); bench/signed_replies.py signs them before the run, as phones
-#                        sign on their own CPUs
+#                        / actionhook, its runs alternating with actionhook's); bench/signed_replies.py signs
+#                        them before the runs, as phones sign on their own CPUs
 #   actionhook-half      ActionHook paced at half its measured peak (P4), see bench/lua/ingest.lua
 #   actionhook-soak      ActionHook at full load for one long run of BENCH_SOAK seconds (P5's drift)
 # The load comes from wrk with bench/lua/ingest.lua. Server memory is read from /proc/PID/status
@@ -257,6 +257,34 @@ run_pgbench() {
     done
 }
 
+# sign_replies RESULT: signed replies for actionhook-signed (bench/signed_replies.py), as many as it can send: the
+# rate of the run RESULT (raw/RESULT.json, or 15,000/s) for every second it runs, and three fifths more; never
+# sent twice (a replay would answer 200).
+sign_replies() {
+    local lines
+    lines="$(python3 - "$raw/$1.json" "$(( warmup + runs * duration ))" <<'PY'
+import json, sys
+try:
+    rate = json.load(open(sys.argv[1]))["good_rps"]
+except (OSError, KeyError, ValueError):
+    rate = 15000
+print(int(max(rate, 1000) * int(sys.argv[2]) * 1.6))
+PY
+)"
+    log "signing $lines replies for actionhook-signed"
+    rm -f "$raw"/signed-*.txt "$raw"/signed-*.pos
+    "$repo_root/.build-tools/venv/bin/python3" "$bench_dir/signed_replies.py" generate "$raw/signed-keys.json" \
+        "$app_id" "$lines" "$wrk_threads" "$raw/signed"
+}
+
+log_signed_rows() {
+    log "stored: $(psql_bench -tAc "SELECT (SELECT count(*) FROM responses) || ' responses (' ||
+        (SELECT count(*) FROM responses WHERE signature = 'valid') || ' signed and valid, ' ||
+        (SELECT count(*) FROM responses WHERE signature = 'invalid') || ' invalid), ' ||
+        (SELECT count(*) FROM followups) || ' follow-ups'")"
+    rm -f "$raw"/signed-*.txt "$raw"/signed-*.pos
+}
+
 start_actionhook() {
     env DATABASE_URL="postgresql://postgres@127.0.0.1:$pg_port/actionhook" \
         ACTIONHOOK_HOST=127.0.0.1 ACTIONHOOK_PORT="$actionhook_port" ACTIONHOOK_ADMIN_TOKEN="$admin_token" \
@@ -423,11 +451,29 @@ if wants actionhook || wants actionhook-identity || wants actionhook-signed || w
     log "--- ActionHook (release)"
     reset_tables
     start_actionhook
-    if wants actionhook; then
-        run_wrk actionhook "http://127.0.0.1:$actionhook_port/v1/responses" \
-            BENCH_MODE=ingest BENCH_KEY="$ingest_key" BENCH_EXPECT=202
+    ingest_url="http://127.0.0.1:$actionhook_port/v1/responses"
+    unsigned=(BENCH_MODE=ingest BENCH_KEY="$ingest_key" BENCH_EXPECT=202)
+    signed=(BENCH_MODE=ingest BENCH_KEY="$ingest_key" BENCH_EXPECT=202 BENCH_SIGNED="$raw/signed")
+    if wants actionhook && wants actionhook-signed; then
+        # P11-signed's pair runs alternately (actionhook 1, actionhook-signed 1, actionhook 2, …), so that a
+        # machine whose speed drifts over the invocation weighs on both alike.
+        note_load actionhook
+        wrk_phase actionhook warmup "$warmup" "$ingest_url" "${unsigned[@]}"
+        sign_replies actionhook-warmup
+        wrk_phase actionhook-signed warmup "$warmup" "$ingest_url" "${signed[@]}"
+        for phase in $(seq 1 "$runs"); do
+            wrk_phase actionhook "$phase" "$duration" "$ingest_url" "${unsigned[@]}"
+            wrk_phase actionhook-signed "$phase" "$duration" "$ingest_url" "${signed[@]}"
+        done
+        log_signed_rows
+    elif wants actionhook; then
+        run_wrk actionhook "$ingest_url" "${unsigned[@]}"
         log "actionhook stored: $(psql_bench -tAc "SELECT (SELECT count(*) FROM responses) || ' responses, ' ||
             (SELECT count(*) FROM followups) || ' follow-ups'")"
+    elif wants actionhook-signed; then
+        sign_replies none
+        run_wrk actionhook-signed "$ingest_url" "${signed[@]}"
+        log_signed_rows
     fi
     if wants actionhook-identity; then
         reset_tables
@@ -437,33 +483,6 @@ if wants actionhook || wants actionhook-identity || wants actionhook-signed || w
             (SELECT count(*) FROM responses WHERE user_verified) || ' verified, ' ||
             (SELECT count(DISTINCT user_id) FROM responses) || ' users), ' ||
             (SELECT count(*) FROM followups) || ' follow-ups'")"
-    fi
-    if wants actionhook-signed; then
-        reset_tables
-        # Enough signed replies for the whole contender: its unsigned rate in this run (or 15,000/s) for
-        # every second it runs, and a third more; never sent twice (a replay would answer 200).
-        signed_lines="$(python3 - "$raw" "$runs" "$(( warmup + runs * duration ))" <<'PY'
-import json, statistics, sys
-raw, runs, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rates = []
-for phase in range(1, runs + 1):
-    try:
-        rates.append(json.load(open(f"{raw}/actionhook-{phase}.json"))["good_rps"])
-    except (OSError, KeyError, ValueError):
-        pass
-print(int((statistics.median(rates) if rates else 15000) * seconds * 1.35))
-PY
-)"
-        log "signing $signed_lines replies for actionhook-signed"
-        "$repo_root/.build-tools/venv/bin/python3" "$bench_dir/signed_replies.py" generate "$raw/signed-keys.json" \
-            "$app_id" "$signed_lines" "$wrk_threads" "$raw/signed"
-        run_wrk actionhook-signed "http://127.0.0.1:$actionhook_port/v1/responses" \
-            BENCH_MODE=ingest BENCH_KEY="$ingest_key" BENCH_EXPECT=202 BENCH_SIGNED="$raw/signed"
-        log "actionhook-signed stored: $(psql_bench -tAc "SELECT (SELECT count(*) FROM responses) || ' responses (' ||
-            (SELECT count(*) FROM responses WHERE signature = 'valid') || ' valid, ' ||
-            (SELECT count(*) FROM responses WHERE signature = 'invalid') || ' invalid), ' ||
-            (SELECT count(*) FROM followups) || ' follow-ups'")"
-        rm -f "$raw"/signed-*.txt "$raw"/signed-*.pos
     fi
     if wants actionhook-mixed; then
         reset_tables

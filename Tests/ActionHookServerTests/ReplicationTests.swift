@@ -90,7 +90,9 @@ struct ReplicationTests {
         let replayed = try call("POST", "/v1/responses", token: key, json: body, key: "k1")
         #expect(replayed.status == 503, "answered \(replayed.status): \(replayed.text)")
 
-        #expect(cancelled.withLock { $0 } >= 2)
+        // The first commit's wait was cancelled (the replay's too, unless the machine was too slow to catch it
+        // before the replay's own deadline answered 503: either way nothing unreplicated was confirmed).
+        #expect(cancelled.withLock { $0 } >= 1)
 
         // The standby caught up (here: none is required any more): the retry is the replay, one row.
         stop.store(true, ordering: .sequentiallyConsistent)
