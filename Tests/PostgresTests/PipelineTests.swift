@@ -221,7 +221,12 @@ struct PipelineTests {
         ])
         #expect(try locks[1][0].decode("n", as: Int.self) == 1)
         #expect(try locks[2][0].decode("name", as: String.self) != "one-trip")
-        let released = try admin.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'")
+        // This lock only: the shared test cluster has other tests' advisory locks (ingest guards, maintenance).
+        let released = try admin.query(
+            """
+            SELECT count(*)::int AS n FROM pg_locks
+            WHERE locktype = 'advisory' AND classid = 0 AND objid = 42 AND objsubid = 1
+            """)
         #expect(try released[0].decode("n", as: Int.self) == 0)
 
         // A failing statement: the ones before it are rolled back, and the connection is usable after.
