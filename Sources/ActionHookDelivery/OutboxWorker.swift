@@ -60,7 +60,8 @@ public final class OutboxWorker: Sendable {
 
     /// What the worker's thread shares with the sends' tasks and its callers. Every claim the worker
     /// holds is, at any moment, in exactly one place: `inFlight` (being sent), `completions` (sent,
-    /// to be recorded) or the thread's own `unrecorded` (its record failed; kept while its lease lasts).
+    /// to be recorded) or the thread's own `unplanned` (its app's settings could not be read) or
+    /// `unrecorded` (its record failed); the last two are kept while their lease lasts.
     struct Shared {
         var loop = LoopState()
         var inFlight: [UUID: ClaimedFollowUp] = [:]
@@ -114,6 +115,7 @@ public final class OutboxWorker: Sendable {
     private struct ThreadState {
         var settings = DeliverySettingsCache()
         var unrecorded: [Completion] = []
+        var unplanned: [(claim: ClaimedFollowUp, claimedAt: ContinuousClock.Instant)] = []
     }
 
     private func run() {
@@ -138,12 +140,23 @@ public final class OutboxWorker: Sendable {
             }
 
             var wait = configuration.pollInterval
-            let capacity = configuration.concurrency - busy
+            if !local.unplanned.isEmpty {
+                // Claims held while the database did not give their settings: planned again while
+                // their lease lasts; past it, the sweep hands them out again.
+                let held = local.unplanned.filter { clock.now - $0.claimedAt < .seconds(configuration.leaseSeconds) }
+                local.unplanned = []
+                for (claimedAt, claims) in Dictionary(grouping: held, by: \.claimedAt) {
+                    launch(claims.map(\.claim), claimedAt: claimedAt, &local)
+                }
+                if !local.unplanned.isEmpty { wait = .seconds(1) }
+            }
+            let capacity = configuration.concurrency - busy - local.unplanned.count
             if capacity > 0 {
                 do {
+                    let claimedAt = clock.now
                     let claims = try outbox.claim(limit: capacity, leaseSeconds: configuration.leaseSeconds)
                     observer?.claimed(count: claims.count)
-                    launch(claims, &local)
+                    launch(claims, claimedAt: claimedAt, &local)
                     // A full batch means more may be due: look again at once.
                     if claims.count == capacity { continue }
                     if let next = try outbox.secondsUntilNextDue() {
@@ -183,9 +196,11 @@ public final class OutboxWorker: Sendable {
             return (shared.completions, Array(shared.inFlight.values))
         }
         record(ready, &local)
-        // Finished but not recorded (the database did not answer): given back like the unfinished ones.
-        let released = abandoned + local.unrecorded.map(\.attempt.claim)
+        // Finished but not recorded, or never planned (the database did not answer): given back like the
+        // unfinished ones.
+        let released = abandoned + local.unrecorded.map(\.attempt.claim) + local.unplanned.map(\.claim)
         local.unrecorded = []
+        local.unplanned = []
         do {
             try outbox.release(released)
         } catch {
@@ -206,14 +221,20 @@ public final class OutboxWorker: Sendable {
     }
 
     /// Starts a claimed batch: what is decided without sending (a push to a token known dead, an app
-    /// without credentials) is recorded at once, in one statement; the rest is sent as tasks.
-    private func launch(_ claims: [ClaimedFollowUp], _ local: inout ThreadState) {
+    /// without credentials) is recorded at once, in one statement; the rest is sent as tasks. A claim
+    /// whose app's settings the database did not give (it is away) is held to be planned again: that
+    /// is no attempt of the delivery, and recording it as a failed one would spend a step of the
+    /// receiver's retry schedule (the second one waits five minutes) on the database's outage.
+    private func launch(_ claims: [ClaimedFollowUp], claimedAt: ContinuousClock.Instant, _ local: inout ThreadState) {
         var decided: [Completion] = []
         for claim in claims {
             let startedAt = Date()
             let plan: DeliveryPlan
             do {
                 plan = DeliveryPlan.plan(claim, settings: try local.settings.settings(for: claim.appID, from: outbox))
+            } catch StoreError.unavailable {
+                local.unplanned.append((claim, claimedAt))
+                continue
             } catch {
                 let record = policy.record(
                     claim, outcome: .retryable(httpStatus: nil, errorClass: "database_error"),

@@ -28,6 +28,9 @@ final class MemoryOutbox: Outbox {
         /// Calls of `finish` to fail with ``StoreError/unavailable`` (the database away) before one succeeds.
         var unavailableFinishes = 0
         var finishCalls = 0
+        /// Reads of delivery settings to fail with ``StoreError/unavailable`` before one succeeds.
+        var unavailableSettings = 0
+        var settingsReads = 0
     }
 
     let state = Mutex(State())
@@ -152,6 +155,13 @@ final class MemoryOutbox: Outbox {
     }
 
     func deliverySettings(appID: String) throws -> DeliverySettings? {
-        state.withLock { $0.settings[appID] }
+        try state.withLock { state in
+            state.settingsReads += 1
+            if state.unavailableSettings > 0 {
+                state.unavailableSettings -= 1
+                throw StoreError.unavailable
+            }
+            return state.settings[appID]
+        }
     }
 }

@@ -154,6 +154,27 @@ struct OutboxWorkerTests {
         #expect(outbox.row(id)?.status == .delivered)
         #expect(receiver.count == 1)
     }
+
+    @Test(
+        "a claim whose app's settings the database could not give is held and sent once it answers: no failed attempt, no step of the retry schedule spent"
+    )
+    func plannedLater() async throws {
+        let receiver = try WebhookReceiver()
+        defer { receiver.stop() }
+        let outbox = Self.outbox(endpoint: receiver.url("/hook"))
+        outbox.state.withLock { $0.unavailableSettings = 2 }
+        let id = outbox.add(appID: "app", payload: json(#"{"body": {}}"#))
+        let (_, stop) = Self.worker(outbox)
+        #expect(await eventually(within: 10) { outbox.finished.count == 1 })
+        stop(.seconds(1))
+
+        #expect(outbox.state.withLock { $0.settingsReads } == 3)
+        #expect(outbox.finished.map(\.claim.id) == [id])
+        #expect(outbox.finished.map(\.claim.attempt) == [1])
+        #expect(outbox.finished.map(\.result) == [.delivered(httpStatus: 200)])
+        #expect(outbox.row(id)?.status == .delivered)
+        #expect(receiver.count == 1)
+    }
 }
 
 /// Parses JSON text written in a test.
