@@ -10,8 +10,10 @@ import Postgres
 /// key's and the app's locks were both taken), so the writes can go out in the same round trip as the
 /// guards, before their results are read.
 struct IngestStatements {
-    /// The planned responses, each with its position in the guard statement (1-based).
-    let entries: [(position: Int, item: IngestItem, plan: IngestPlan)]
+    /// A planned response, with its position in the guard statement (1-based).
+    typealias Entry = (position: Int, item: IngestItem, plan: IngestPlan)
+    /// The planned responses.
+    let entries: [Entry]
     /// The idempotency window, in seconds: a key stored longer ago is not looked for.
     let windowSeconds: Int
 
@@ -69,120 +71,14 @@ struct IngestStatements {
     /// can never come again. The workers of every instance are told which apps have new follow-ups
     /// (delivered at commit).
     private var write: PostgresQuery {
-        let count = entries.count
-        // The apps of the batch, each once: those still there are read once.
-        var apps = PostgresBinaryArray(.text, capacity: count * 16)
+        let r = responseColumns
+        let f = followUpColumns
+        var apps = PostgresBinaryArray(.text, capacity: entries.count * 16)
         for app in Set(entries.map(\.item.appID)) { apps.append(app) }
-        var position = PostgresBinaryArray(.int4, capacity: count * 8)
-        var appID = PostgresBinaryArray(.text, capacity: count * 16)
-        var id = PostgresBinaryArray(.uuid, capacity: count * 20)
-        var idempotencyKey = PostgresBinaryArray(.text, capacity: count * 48)
-        var requestHash = PostgresBinaryArray(.bytea, capacity: count * 36)
-        var actionIdentifier = PostgresBinaryArray(.text, capacity: count * 16)
-        var categoryIdentifier = PostgresBinaryArray(.text, capacity: count * 24)
-        var notificationIdentifier = PostgresBinaryArray(.text, capacity: count * 48)
-        var userText = PostgresBinaryArray(.text, capacity: count * 8)
-        var userInfo = PostgresBinaryArray(.jsonb, capacity: count * 256)
-        var deviceToken = PostgresBinaryArray(.text, capacity: count * 72)
-        var clientResponseID = PostgresBinaryArray(.text, capacity: count * 40)
-        var respondedAt = PostgresBinaryArray(.timestamptz, capacity: count * 12)
-        var receivedAt = PostgresBinaryArray(.timestamptz, capacity: count * 12)
-        var outcome = PostgresBinaryArray(.text, capacity: count * 12)
-        var ruleID = PostgresBinaryArray(.text, capacity: count * 24)
-        var subject = PostgresBinaryArray(.text, capacity: count * 24)
-        var answer = PostgresBinaryArray(.json, capacity: count * 256)
-        var notificationID = PostgresBinaryArray(.uuid, capacity: count * 20)
-        var recipient = PostgresBinaryArray(.text, capacity: count * 8)
-        var user = PostgresBinaryArray(.text, capacity: count * 8)
-        var userVerified = PostgresBinaryArray(.bool, capacity: count * 5)
-        var signature = PostgresBinaryArray(.text, capacity: count * 8)
-        var signatureKey = PostgresBinaryArray(.text, capacity: count * 8)
-        for (entryPosition, item, plan) in entries {
-            let response = item.response
-            position.append(Int32(entryPosition))
-            appID.append(item.appID)
-            id.append(plan.responseID)
-            // The responses row records the key only when the client sent it.
-            idempotencyKey.append(item.keyFromClient ? item.idempotencyKey : nil)
-            requestHash.append(bytes: item.requestHash)
-            actionIdentifier.append(response.actionIdentifier)
-            categoryIdentifier.append(response.categoryIdentifier)
-            notificationIdentifier.append(response.notificationIdentifier)
-            userText.append(response.userText)
-            userInfo.append(utf8: plan.userInfoJSON)
-            deviceToken.append(response.deviceToken)
-            clientResponseID.append(response.responseId)
-            respondedAt.append(milliseconds: response.respondedAt)
-            receivedAt.append(plan.receivedAt)
-            outcome.append(plan.outcome.rawValue)
-            ruleID.append(item.decision.rule?.id)
-            subject.append(item.decision.subject)
-            // As json, not jsonb: the stored answer keeps its member order.
-            answer.append(utf8: plan.answer.json)
-            notificationID.append(plan.notification?.id)
-            recipient.append(plan.notification?.recipient)
-            // The verified user, else the user the send reached the replying device as (not verified).
-            user.append(response.user ?? plan.notification?.deviceUser)
-            userVerified.append(response.user != nil)
-            signature.append(response.signature.status)
-            signatureKey.append(response.signature.key)
-        }
-
-        // Snoozes of this batch that a later answer in the same batch cancels are written as cancelled.
-        var cancelledInBatch = Set<UUID>()
-        var snoozesByNotification: [SnoozeScope: [UUID]] = [:]
-        for (_, item, plan) in entries {
-            guard let key = SnoozeScope(item) else { continue }
-            if plan.cancelsSnoozes {
-                cancelledInBatch.formUnion(snoozesByNotification.removeValue(forKey: key) ?? [])
-            }
-            snoozesByNotification[key, default: []] += plan.followUps.filter(\.isSnooze).map(\.id)
-        }
-        let followUpCount = entries.reduce(0) { $0 + $1.plan.followUps.count }
-        var followUpID = PostgresBinaryArray(.uuid, capacity: followUpCount * 20)
-        var responseID = PostgresBinaryArray(.uuid, capacity: followUpCount * 20)
-        var ordinal = PostgresBinaryArray(.int4, capacity: followUpCount * 8)
-        var channel = PostgresBinaryArray(.text, capacity: followUpCount * 12)
-        var isSnooze = PostgresBinaryArray(.bool, capacity: followUpCount * 5)
-        var followUpDeviceToken = PostgresBinaryArray(.text, capacity: followUpCount * 8)
-        var payload = PostgresBinaryArray(.jsonb, capacity: followUpCount * 512)
-        var dueAt = PostgresBinaryArray(.timestamptz, capacity: followUpCount * 12)
-        var cancelled = PostgresBinaryArray(.bool, capacity: followUpCount * 5)
-        var kind = PostgresBinaryArray(.text, capacity: followUpCount * 12)
-        var followUpNotificationID = PostgresBinaryArray(.uuid, capacity: followUpCount * 20)
-        for (_, _, plan) in entries {
-            for planned in plan.followUps {
-                let followUp = planned.planned
-                followUpID.append(planned.id)
-                responseID.append(plan.responseID)
-                ordinal.append(Int32(followUp.ordinal))
-                channel.append(followUp.channel.rawValue)
-                isSnooze.append(followUp.kind == .snooze)
-                followUpDeviceToken.append(
-                    followUp.channel == .apns ? followUp.payload.value(atPath: "deviceToken")?.stringValue : nil)
-                payload.append(utf8: planned.payloadJSON)
-                dueAt.append(milliseconds: planned.dueAt)
-                cancelled.append(cancelledInBatch.contains(planned.id))
-                kind.append(followUp.kind.rawValue)
-                followUpNotificationID.append(
-                    followUp.kind == .rule || followUp.kind == .snooze ? nil : plan.notification?.id)
-            }
-        }
         return
             ("""
         WITH r AS MATERIALIZED (
-            SELECT r.* FROM unnest(\(position)::int4[], \(appID)::text[], \(id)::uuid[],
-                \(idempotencyKey)::text[], \(requestHash)::bytea[], \(actionIdentifier)::text[],
-                \(categoryIdentifier)::text[], \(notificationIdentifier)::text[], \(userText)::text[],
-                \(userInfo)::jsonb[], \(deviceToken)::text[], \(clientResponseID)::text[],
-                \(respondedAt)::timestamptz[], \(receivedAt)::timestamptz[], \(outcome)::text[],
-                \(ruleID)::text[], \(subject)::text[], \(answer)::json[], \(notificationID)::uuid[],
-                \(recipient)::text[], \(user)::text[], \(userVerified)::bool[], \(signature)::text[],
-                \(signatureKey)::text[])
-                AS r(position, app_id, id, idempotency_key, request_hash, action_identifier, category_identifier,
-                notification_identifier, user_text, user_info, device_token, client_response_id, responded_at,
-                received_at, outcome, rule_id, subject, answer, notification_id, recipient, user_id, user_verified,
-                signature, signature_key)
+            SELECT r.* FROM \(unnest: r, as: "r")
             WHERE substr((SELECT current_setting('actionhook.ingest_guards', true)), r.position, 1) = '1'
                 AND r.app_id = ANY (ARRAY(SELECT a.id FROM apps a WHERE a.id = ANY (\(apps)::text[])))
         ),
@@ -195,27 +91,15 @@ struct IngestStatements {
             RETURNING 1
         ),
         inserted AS (
-            INSERT INTO responses (app_id, id, idempotency_key, request_hash, action_identifier,
-                category_identifier, notification_identifier, user_text, user_info, device_token,
-                client_response_id, responded_at, received_at, outcome, rule_id, subject, answer, notification_id,
-                recipient, user_id, user_verified, signature, signature_key)
-            SELECT r.app_id, r.id, r.idempotency_key, r.request_hash, r.action_identifier, r.category_identifier,
-                r.notification_identifier, r.user_text, r.user_info, r.device_token, r.client_response_id,
-                r.responded_at, r.received_at, r.outcome, r.rule_id, r.subject, r.answer, r.notification_id,
-                r.recipient, r.user_id, r.user_verified, r.signature, r.signature_key
-            FROM r
+            INSERT INTO responses (\(columns: r, except: ["position"]))
+            SELECT \(columns: r, except: ["position"], of: "r") FROM r
         ),
         followups_inserted AS (
-            INSERT INTO followups (app_id, id, response_id, ordinal, channel, is_snooze, notification_identifier,
-                device_token, payload, due_at, status, kind, notification_id, finished_at)
-            SELECT r.app_id, f.id, f.response_id, f.ordinal, f.channel, f.is_snooze, r.notification_identifier,
-                f.device_token, f.payload, f.due_at, CASE WHEN f.cancelled THEN 'cancelled' ELSE 'pending' END,
-                f.kind, f.notification_id, CASE WHEN f.cancelled THEN now() END
-            FROM unnest(\(followUpID)::uuid[], \(responseID)::uuid[], \(ordinal)::int4[], \(channel)::text[],
-                \(isSnooze)::bool[], \(followUpDeviceToken)::text[], \(payload)::jsonb[],
-                \(dueAt)::timestamptz[], \(cancelled)::bool[], \(kind)::text[],
-                \(followUpNotificationID)::uuid[]) AS f(id, response_id, ordinal, channel, is_snooze,
-                device_token, payload, due_at, cancelled, kind, notification_id)
+            INSERT INTO followups (app_id, notification_identifier, status, finished_at,
+                \(columns: f, except: ["cancelled"]))
+            SELECT r.app_id, r.notification_identifier, CASE WHEN f.cancelled THEN 'cancelled' ELSE 'pending' END,
+                CASE WHEN f.cancelled THEN now() END, \(columns: f, except: ["cancelled"], of: "f")
+            FROM \(unnest: f, as: "f")
             JOIN r ON r.id = f.response_id
             RETURNING app_id, status
         ),
@@ -230,6 +114,90 @@ struct IngestStatements {
         SELECT r.position FROM r
         WHERE (SELECT count(*) FROM checked) = 0 AND (SELECT apps FROM notified) >= 0
         """ as PostgresQuery).prepared
+    }
+
+    /// The batch's responses, a row each: its position in the guards, then the columns of `responses`.
+    private var responseColumns: PostgresColumns<[Entry]> {
+        var r = PostgresColumns(entries)
+        r.add("position", .int4) { $0.append(Int32($1.position)) }
+        r.add("app_id", .text) { $0.append($1.item.appID) }
+        r.add("id", .uuid) { $0.append($1.plan.responseID) }
+        // The responses row records the key only when the client sent it.
+        r.add("idempotency_key", .text, bytesPerRow: 48) {
+            $0.append($1.item.keyFromClient ? $1.item.idempotencyKey : nil)
+        }
+        r.add("request_hash", .bytea, bytesPerRow: 36) { $0.append(bytes: $1.item.requestHash) }
+        r.add("action_identifier", .text) { $0.append($1.item.response.actionIdentifier) }
+        r.add("category_identifier", .text, bytesPerRow: 24) { $0.append($1.item.response.categoryIdentifier) }
+        r.add("notification_identifier", .text, bytesPerRow: 48) { $0.append($1.item.response.notificationIdentifier) }
+        r.add("user_text", .text) { $0.append($1.item.response.userText) }
+        r.add("user_info", .jsonb, bytesPerRow: 256) { $0.append(utf8: $1.plan.userInfoJSON) }
+        r.add("device_token", .text, bytesPerRow: 72) { $0.append($1.item.response.deviceToken) }
+        r.add("client_response_id", .text, bytesPerRow: 40) { $0.append($1.item.response.responseId) }
+        r.add("responded_at", .timestamptz) { $0.append(milliseconds: $1.item.response.respondedAt) }
+        r.add("received_at", .timestamptz) { $0.append($1.plan.receivedAt) }
+        r.add("outcome", .text) { $0.append($1.plan.outcome.rawValue) }
+        r.add("rule_id", .text, bytesPerRow: 24) { $0.append($1.item.decision.rule?.id) }
+        r.add("subject", .text, bytesPerRow: 24) { $0.append($1.item.decision.subject) }
+        // As json, not jsonb: the stored answer keeps its member order.
+        r.add("answer", .json, bytesPerRow: 256) { $0.append(utf8: $1.plan.answer.json) }
+        r.add("notification_id", .uuid) { $0.append($1.plan.notification?.id) }
+        r.add("recipient", .text) { $0.append($1.plan.notification?.recipient) }
+        // The verified user, else the user the send reached the replying device as (not verified).
+        r.add("user_id", .text) { $0.append($1.item.response.user ?? $1.plan.notification?.deviceUser) }
+        r.add("user_verified", .bool) { $0.append($1.item.response.user != nil) }
+        r.add("signature", .text) { $0.append($1.item.response.signature.status) }
+        r.add("signature_key", .text) { $0.append($1.item.response.signature.key) }
+        return r
+    }
+
+    /// A follow-up of the batch, with its response's id and whether a later answer of the batch cancels it.
+    private struct FollowUpRow {
+        var planned: IngestPlan.FollowUp
+        var responseID: UUID
+        var notificationID: UUID?
+        var cancelled: Bool
+    }
+
+    /// The batch's follow-ups, a row each. Snoozes that a later answer in the same batch cancels are
+    /// written as cancelled.
+    private var followUpColumns: PostgresColumns<[FollowUpRow]> {
+        var cancelledInBatch = Set<UUID>()
+        var snoozesByNotification: [SnoozeScope: [UUID]] = [:]
+        for (_, item, plan) in entries {
+            guard let key = SnoozeScope(item) else { continue }
+            if plan.cancelsSnoozes {
+                cancelledInBatch.formUnion(snoozesByNotification.removeValue(forKey: key) ?? [])
+            }
+            snoozesByNotification[key, default: []] += plan.followUps.filter(\.isSnooze).map(\.id)
+        }
+        let rows = entries.flatMap { entry in
+            entry.plan.followUps.map {
+                FollowUpRow(
+                    planned: $0, responseID: entry.plan.responseID, notificationID: entry.plan.notification?.id,
+                    cancelled: cancelledInBatch.contains($0.id))
+            }
+        }
+        var f = PostgresColumns(rows)
+        f.add("id", .uuid) { $0.append($1.planned.id) }
+        f.add("response_id", .uuid) { $0.append($1.responseID) }
+        f.add("ordinal", .int4) { $0.append(Int32($1.planned.planned.ordinal)) }
+        f.add("channel", .text) { $0.append($1.planned.planned.channel.rawValue) }
+        f.add("is_snooze", .bool) { $0.append($1.planned.planned.kind == .snooze) }
+        f.add("device_token", .text) {
+            let followUp = $1.planned.planned
+            $0.append(followUp.channel == .apns ? followUp.payload.value(atPath: "deviceToken")?.stringValue : nil)
+        }
+        f.add("payload", .jsonb, bytesPerRow: 512) { $0.append(utf8: $1.planned.payloadJSON) }
+        f.add("due_at", .timestamptz) { $0.append(milliseconds: $1.planned.dueAt) }
+        f.add("cancelled", .bool) { $0.append($1.cancelled) }
+        f.add("kind", .text) { $0.append($1.planned.planned.kind.rawValue) }
+        // Only a send's follow-ups (its steps, its expiry, the answer's replacing pushes) name it.
+        f.add("notification_id", .uuid) {
+            let kind = $1.planned.planned.kind
+            $0.append(kind == .rule || kind == .snooze ? nil : $1.notificationID)
+        }
+        return f
     }
 
     /// Cancels the snooze re-deliveries queued for each (app, notification) at a position whose guards

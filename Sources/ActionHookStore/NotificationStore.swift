@@ -211,27 +211,39 @@ public struct NotificationStore: Sendable {
     /// The statements that write a planned send: the notification, its outbox rows, the subject's devices
     /// it names, and the wake-up.
     ///
-    /// The rows go in one statement of binary arrays (each column one parameter, as ingest writes), named
-    /// once in ``FollowUpColumns``. A reminder repeats its device's push: it travels as its id, step,
-    /// ordinal, due time and the push's position, and the statement copies the push's token and payload,
-    /// so the largest send (1,000 devices, 19 reminders each) carries each payload once, not twenty times.
+    /// The rows go in one statement of binary arrays (each column one parameter, named once; see
+    /// ``PostgresColumns``), as ingest writes. A reminder repeats its device's push: it travels as its id,
+    /// step, ordinal, due time and the push's position, and the statement copies the push's token and
+    /// payload, so the largest send (1,000 devices, 19 reminders each) carries each payload once, not
+    /// twenty times.
     static func writes(_ appID: String, _ key: String?, _ request: SendRequest, _ plan: SendPlan) -> [PostgresQuery] {
-        let reminderCount = plan.rows.reduce(0) { $0 + ($1.repeats == nil ? 0 : 1) }
-        var rows = FollowUpColumns(capacity: plan.rows.count - reminderCount)
-        var reminders = ReminderColumns(capacity: reminderCount)
-        // A row's position among those written in full, by its position in the plan.
-        var written: [Int: Int] = [:]
-        for (index, row) in plan.rows.enumerated() {
-            if let source = row.repeats, let position = written[source] {
-                reminders.append(row, source: position)
-            } else {
-                written[index] = rows.count
-                rows.append(row)
-            }
+        var statements = [notificationInsert(appID, key, request, plan), followUpsInsert(appID, plan)]
+        // The backend named these devices for the subject: later sends to the subject reach them.
+        let named = Array(plan.devices.prefix(plan.sentDeviceCount))
+        if let subject = request.subject, request.to != nil, !named.isEmpty {
+            var d = PostgresColumns(named)
+            d.add("token", .text, bytesPerRow: 72) { $0.append($1.deviceToken) }
+            d.add("recipient", .text) { $0.append($1.recipient) }
+            statements.append(
+                """
+                INSERT INTO subject_devices AS s (app_id, subject, device_token, recipient, named_at)
+                SELECT DISTINCT ON (d.token) \(appID)::text, \(subject)::text, d.token, d.recipient, now()
+                FROM \(unnest: d, as: "d", ordinality: "position")
+                WHERE d.token <> ''
+                ORDER BY d.token, d.position DESC
+                ON CONFLICT (app_id, subject, device_token)
+                    DO UPDATE SET recipient = EXCLUDED.recipient, named_at = EXCLUDED.named_at
+                """)
         }
+        return statements
+    }
+
+    /// The notification's row.
+    private static func notificationInsert(
+        _ appID: String, _ key: String?, _ request: SendRequest, _ plan: SendPlan
+    ) -> PostgresQuery {
         let replacement = request.replaceOnAnswer.map { PostgresJSON(JSONValue.object($0).jsonText) }
-        var statements: [PostgresQuery] = [
-            """
+        return """
             INSERT INTO notifications (app_id, id, idempotency_key, request_hash, category, subject, answers,
                 collapse_id, replace_on_answer, events, devices, steps, silence_at, expires_at, created_at, answer,
                 signed_replies)
@@ -240,51 +252,56 @@ public struct NotificationStore: Sendable {
                 \(request.events)::text[], \(PostgresJSON(plan.devicesJSON.jsonText))::jsonb,
                 \(PostgresJSON(plan.stepsJSON.jsonText))::jsonb, \(plan.silenceAt), \(plan.expiresAt), now(),
                 \(PostgresJSON(plan.answer.jsonText))::json, \(request.requireSignedReplies))
-            """,
             """
+    }
+
+    /// The send's outbox rows: those written in full (`f`, numbered by `position`), then the reminders
+    /// (`r`), each copying the token and payload of the row at its `source`; and the workers' wake-up.
+    private static func followUpsInsert(_ appID: String, _ plan: SendPlan) -> PostgresQuery {
+        var full: [SendPlan.Row] = []
+        var repeated: [(row: SendPlan.Row, source: Int)] = []
+        // A row's position among those written in full (1-based), by its position in the plan.
+        var written: [Int: Int] = [:]
+        for (index, row) in plan.rows.enumerated() {
+            if let source = row.repeats, let position = written[source] {
+                repeated.append((row, position))
+            } else {
+                full.append(row)
+                written[index] = full.count
+            }
+        }
+        var f = PostgresColumns(full)
+        f.add("id", .uuid) { $0.append($1.id) }
+        f.add("kind", .text) { $0.append($1.kind.rawValue) }
+        f.add("ordinal", .int4) { $0.append(Int32($1.ordinal)) }
+        f.add("step", .int4) { $0.append($1.step.map(Int32.init)) }
+        f.add("channel", .text) { $0.append($1.channel.rawValue) }
+        f.add("device_token", .text, bytesPerRow: 72) { $0.append($1.deviceToken) }
+        f.add("payload", .jsonb, bytesPerRow: 256) { $0.append(utf8: $1.payload.jsonBytes) }
+        f.add("due_at", .timestamptz) { $0.append($1.dueAt) }
+        var r = PostgresColumns(repeated)
+        r.add("id", .uuid) { $0.append($1.row.id) }
+        r.add("ordinal", .int4) { $0.append(Int32($1.row.ordinal)) }
+        r.add("step", .int4) { $0.append($1.row.step.map(Int32.init)) }
+        r.add("due_at", .timestamptz) { $0.append($1.row.dueAt) }
+        r.add("source", .int4) { $0.append(Int32($1.source)) }
+        return """
             WITH f AS (
-                SELECT * FROM unnest(\(rows.id)::uuid[], \(rows.kind)::text[], \(rows.ordinal)::int4[],
-                    \(rows.step)::int4[], \(rows.channel)::text[], \(rows.deviceToken)::text[], \(rows.payload)::jsonb[],
-                    \(rows.dueAt)::timestamptz[]) WITH ORDINALITY
-                    AS f(id, kind, ordinal, step, channel, device_token, payload, due_at, position)
+                SELECT * FROM \(unnest: f, as: "f", ordinality: "position")
             ), inserted AS (
-                INSERT INTO followups (app_id, id, notification_id, kind, ordinal, step, channel, device_token,
-                    payload, due_at, status)
-                SELECT \(appID)::text, f.id, \(plan.notificationID)::uuid, f.kind, f.ordinal, f.step, f.channel,
-                    f.device_token, f.payload, f.due_at, 'pending'
+                INSERT INTO followups (app_id, notification_id, status, \(columns: f))
+                SELECT \(appID)::text, \(plan.notificationID)::uuid, 'pending', \(columns: f, of: "f")
                 FROM f
                 UNION ALL
-                SELECT \(appID)::text, r.id, \(plan.notificationID)::uuid, 'step', r.ordinal, r.step, 'apns', f.device_token,
-                    f.payload, r.due_at, 'pending'
-                FROM unnest(\(reminders.id)::uuid[], \(reminders.ordinal)::int4[], \(reminders.step)::int4[],
-                    \(reminders.dueAt)::timestamptz[], \(reminders.source)::int4[]) AS r(id, ordinal, step, due_at, source)
+                -- In f's column order: a reminder is a step's push.
+                SELECT \(appID)::text, \(plan.notificationID)::uuid, 'pending', r.id, 'step', r.ordinal, r.step, 'apns',
+                    f.device_token, f.payload, r.due_at
+                FROM \(unnest: r, as: "r")
                 JOIN f ON f.position = r.source
                 RETURNING 1
             )
             SELECT pg_notify(\(Channels.followUps), \(appID)) WHERE EXISTS (SELECT 1 FROM inserted)
-            """,
-        ]
-        // The backend named these devices for the subject: later sends to the subject reach them.
-        let named = Array(plan.devices.prefix(plan.sentDeviceCount))
-        if let subject = request.subject, request.to != nil, !named.isEmpty {
-            var tokens = PostgresBinaryArray(.text, capacity: named.count * 72)
-            var recipients = PostgresBinaryArray(.text, capacity: named.count * 16)
-            for device in named {
-                tokens.append(device.deviceToken)
-                recipients.append(device.recipient)
-            }
-            statements.append(
-                """
-                INSERT INTO subject_devices AS s (app_id, subject, device_token, recipient, named_at)
-                SELECT DISTINCT ON (d.token) \(appID)::text, \(subject)::text, d.token, d.recipient, now()
-                FROM unnest(\(tokens)::text[], \(recipients)::text[]) WITH ORDINALITY AS d(token, recipient, position)
-                WHERE d.token <> ''
-                ORDER BY d.token, d.position DESC
-                ON CONFLICT (app_id, subject, device_token)
-                    DO UPDATE SET recipient = EXCLUDED.recipient, named_at = EXCLUDED.named_at
-                """)
-        }
-        return statements
+            """
     }
 
     /// A notification's receipt, or `nil`: what was sent to each device and what APNs said, the reply
@@ -500,68 +517,5 @@ public struct NotificationStore: Sendable {
         object["finishedAt"] =
             (try row.decode("finished_at", as: Date?.self)).map { .string(Timestamp.format($0)) } ?? .null
         return .object(object)
-    }
-}
-
-/// A send's outbox rows written in full, a column each (see ``NotificationStore/writes(_:_:_:_:)``).
-struct FollowUpColumns {
-    var id: PostgresBinaryArray
-    var kind: PostgresBinaryArray
-    var ordinal: PostgresBinaryArray
-    var step: PostgresBinaryArray
-    var channel: PostgresBinaryArray
-    var deviceToken: PostgresBinaryArray
-    var payload: PostgresBinaryArray
-    var dueAt: PostgresBinaryArray
-    /// How many rows.
-    private(set) var count = 0
-
-    init(capacity: Int) {
-        id = PostgresBinaryArray(.uuid, capacity: capacity * 20)
-        kind = PostgresBinaryArray(.text, capacity: capacity * 10)
-        ordinal = PostgresBinaryArray(.int4, capacity: capacity * 8)
-        step = PostgresBinaryArray(.int4, capacity: capacity * 8)
-        channel = PostgresBinaryArray(.text, capacity: capacity * 12)
-        deviceToken = PostgresBinaryArray(.text, capacity: capacity * 72)
-        payload = PostgresBinaryArray(.jsonb, capacity: capacity * 256)
-        dueAt = PostgresBinaryArray(.timestamptz, capacity: capacity * 12)
-    }
-
-    mutating func append(_ row: SendPlan.Row) {
-        id.append(row.id)
-        kind.append(row.kind.rawValue)
-        ordinal.append(Int32(row.ordinal))
-        step.append(row.step.map(Int32.init))
-        channel.append(row.channel.rawValue)
-        deviceToken.append(row.deviceToken)
-        payload.append(utf8: row.payload.jsonBytes)
-        dueAt.append(row.dueAt)
-        count += 1
-    }
-}
-
-/// A send's reminders: each the copy of a row written in full (its 1-based `source`) at another time.
-struct ReminderColumns {
-    var id: PostgresBinaryArray
-    var ordinal: PostgresBinaryArray
-    var step: PostgresBinaryArray
-    var dueAt: PostgresBinaryArray
-    var source: PostgresBinaryArray
-
-    init(capacity: Int) {
-        id = PostgresBinaryArray(.uuid, capacity: capacity * 20)
-        ordinal = PostgresBinaryArray(.int4, capacity: capacity * 8)
-        step = PostgresBinaryArray(.int4, capacity: capacity * 8)
-        dueAt = PostgresBinaryArray(.timestamptz, capacity: capacity * 12)
-        source = PostgresBinaryArray(.int4, capacity: capacity * 8)
-    }
-
-    /// `row` repeats the row written in full at `source` (0-based).
-    mutating func append(_ row: SendPlan.Row, source position: Int) {
-        id.append(row.id)
-        ordinal.append(Int32(row.ordinal))
-        step.append(row.step.map(Int32.init))
-        dueAt.append(row.dueAt)
-        source.append(Int32(position + 1))
     }
 }

@@ -27,6 +27,20 @@ public struct PostgresBinaryArray: Sendable {
             }
         }
 
+        /// The type's name in SQL, as a statement casts the array to it (`::text[]`).
+        public var typeName: String {
+            switch self {
+            case .text: "text"
+            case .json: "json"
+            case .jsonb: "jsonb"
+            case .uuid: "uuid"
+            case .int4: "int4"
+            case .bool: "bool"
+            case .timestamptz: "timestamptz"
+            case .bytea: "bytea"
+            }
+        }
+
         var arrayOID: UInt32 {
             switch self {
             case .text: 1009
