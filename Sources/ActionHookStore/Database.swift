@@ -181,6 +181,7 @@ struct PipelinedReads {
     }
 
     /// Adds a statement; its rows are `results[read]`.
+    @discardableResult
     mutating func add(_ query: PostgresQuery) -> Read {
         queries.append(query)
         return Read(index: queries.count - 1)

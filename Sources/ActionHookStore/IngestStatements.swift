@@ -17,10 +17,11 @@ struct IngestStatements {
     /// The idempotency window, in seconds: a key stored longer ago is not looked for.
     let windowSeconds: Int
 
-    /// The statements that write every row, in order, and which of them returns the positions written.
-    var statements: (queries: [PostgresQuery], written: Int) {
-        guard !entries.isEmpty else { return ([], -1) }
-        var statements: [PostgresQuery] = []
+    /// Adds the statements that write every row to `pipeline`, in order; returns where the positions
+    /// written will be (nil when there is nothing to write).
+    @discardableResult
+    func add(to pipeline: inout PipelinedReads) -> PipelinedReads.Read? {
+        guard !entries.isEmpty else { return nil }
         // Snooze re-deliveries queued before this batch for the notifications it answers otherwise are
         // cancelled, found where they are (the snoozes of this batch are inserted after this, and those
         // a later answer of the same batch cancels are written as cancelled below).
@@ -30,10 +31,9 @@ struct IngestStatements {
         }
         if !cancelling.isEmpty {
             // Under the scopes' locks, which the guards took.
-            statements.append(Self.cancelPendingSnoozes(cancelling.map(\.1), positions: cancelling.map(\.0)))
+            pipeline.add(Self.cancelPendingSnoozes(cancelling.map(\.1), positions: cancelling.map(\.0)))
         }
-        let written = statements.count
-        statements.append(write)
+        let written = pipeline.add(write)
 
         // Sent notifications answered by this batch: marked with their answer (under the lock the read
         // took), and their no-reply steps and expiry cancelled.
@@ -42,13 +42,13 @@ struct IngestStatements {
             let apps = answering.map(\.item.appID)
             let ids = answering.compactMap { $0.plan.notification?.id }
             let responseIDs = answering.map(\.plan.responseID)
-            statements.append(
+            pipeline.add(
                 ("""
                 UPDATE notifications n SET answered_at = now(), answered_response_id = k.response_id
                 FROM unnest(\(apps)::text[], \(ids)::uuid[], \(responseIDs)::uuid[]) AS k(app_id, id, response_id)
                 WHERE n.app_id = k.app_id AND n.id = k.id AND n.answered_at IS NULL
                 """ as PostgresQuery).prepared)
-            statements.append(
+            pipeline.add(
                 ("""
                 SELECT actionhook_cancel_followups(array_agg(f.app_id), array_agg(f.id), '{pending,retrying}')
                 FROM unnest(\(apps)::text[], \(ids)::uuid[]) AS k(app_id, notification_id)
@@ -56,7 +56,7 @@ struct IngestStatements {
                 WHERE f.kind IN ('step', 'expiry')
                 """ as PostgresQuery).prepared)
         }
-        return (statements, written)
+        return written
     }
 
     /// The responses, their keys and follow-ups in one statement of binary arrays (each column of the

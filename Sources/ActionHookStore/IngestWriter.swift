@@ -296,6 +296,32 @@ struct IngestTransaction {
             scopes: candidates.compactMap { SnoozeScope(items[$0]) })
     }
 
+    /// What a candidate's guards say: its app's lock and its key's lock were both taken, or which was not.
+    private enum Guarded: Equatable {
+        case held, appBeingDeleted, keyInFlight
+
+        init(_ row: PostgresRow) throws {
+            if !(try row.decode("app_locked", as: Bool.self)) {
+                self = .appBeingDeleted
+            } else if !(try row.decode("key_locked", as: Bool.self)) {
+                self = .keyInFlight
+            } else {
+                self = .held
+            }
+        }
+    }
+
+    /// Each guard row's position (1-based, in the order of `candidates`), its candidate (the item's index)
+    /// and what its guards say.
+    private func guarded(_ rows: PostgresRows, _ candidates: [Int]) throws -> [(
+        position: Int, index: Int, guarded: Guarded
+    )] {
+        try rows.map { row in
+            let position: Int = try row.decode("position")
+            return (position, candidates[position - 1], try Guarded(row))
+        }
+    }
+
     private func runInOneRoundTrip(
         _ candidates: [Int], plans: [IngestPlan], results: [Result<IngestResult, any Error>?], on database: Database
     ) throws -> [Result<IngestResult, any Error>] {
@@ -303,27 +329,105 @@ struct IngestTransaction {
         let entries = candidates.indices.map { offset in
             (position: offset + 1, item: items[candidates[offset]], plan: plans[offset])
         }
-        let writes = IngestStatements(entries: entries, windowSeconds: windowSeconds).statements
+        var pipeline = PipelinedReads()
+        let guardRows = pipeline.add(guards(candidates))
+        let writes = IngestStatements(entries: entries, windowSeconds: windowSeconds).add(to: &pipeline)
         let sentAt = ContinuousClock.now
-        let rows = try database.uncheckedPipelinedTransaction(
-            [guards(candidates)] + writes.queries)
-        let guardRows = rows[0]
-        if let now = try guardRows.first?.decode("now", as: Date.self) { clock.record(now, sentAt: sentAt) }
-        let written = Set(try rows[1 + writes.written].map { try $0.decode("position", as: Int.self) })
-        for row in guardRows {
-            let position: Int = try row.decode("position")
-            let index = candidates[position - 1]
-            if !(try row.decode("app_locked", as: Bool.self)) {
-                results[index] = .failure(StoreError.appBeingDeleted)
-            } else if !(try row.decode("key_locked", as: Bool.self)) {
-                results[index] = .failure(StoreError.idempotencyKeyInFlight)
-            } else if written.contains(position) {
-                results[index] = .success(.created(entries[position - 1].plan.answer))
-            } else {
-                results[index] = .failure(StoreError.appDeleted)
+        let read = PipelinedReads.Results(rows: try database.uncheckedPipelinedTransaction(pipeline.queries))
+        if let now = try read[guardRows].first?.decode("now", as: Date.self) { clock.record(now, sentAt: sentAt) }
+        let written = Set(try writes.map { try read[$0].map { try $0.decode("position", as: Int.self) } } ?? [])
+        for (position, index, guarded) in try guarded(read[guardRows], candidates) {
+            switch guarded {
+            case .appBeingDeleted: results[index] = .failure(StoreError.appBeingDeleted)
+            case .keyInFlight: results[index] = .failure(StoreError.idempotencyKeyInFlight)
+            case .held:
+                results[index] =
+                    written.contains(position)
+                    ? .success(.created(entries[position - 1].plan.answer)) : .failure(StoreError.appDeleted)
             }
         }
         return results.map { $0! }
+    }
+
+    /// The reads of a batch that reads before it writes, each statement named.
+    private struct Reads {
+        var pipeline = PipelinedReads()
+        let guards: PipelinedReads.Read
+        let appsPresent: PipelinedReads.Read
+        /// The responses stored under the batch's keys (only when looking keys up).
+        let storedResponses: PipelinedReads.Read?
+        /// The sent notifications the keyed replies name, locked.
+        let boundNotifications: PipelinedReads.Read?
+        /// The notifications the batch snoozes, each for its device, and the statement counting their snoozes.
+        let snoozing: [SnoozeScope]
+        let snoozeCounts: PipelinedReads.Read?
+    }
+
+    /// The guards come first, in a statement of their own: each later statement reads with a snapshot
+    /// taken after them, so it sees whatever a previous holder committed.
+    private func reads(_ candidates: [Int], keyed: [(index: Int, notification: AppScoped, device: Int)]) -> Reads {
+        var pipeline = PipelinedReads()
+        let guards = pipeline.add(guards(candidates))
+        let apps = Array(Set(candidates.map { items[$0].appID })).sorted()
+        let appsPresent = pipeline.add(IngestStatements.existingApps(apps))
+        let storedResponses =
+            lookingUp
+            ? pipeline.add(
+                IngestStatements.storedResponses(
+                    apps: candidates.map { items[$0].appID }, keys: candidates.map { items[$0].idempotencyKey },
+                    windowSeconds: windowSeconds))
+            : nil
+        let boundNotifications =
+            keyed.isEmpty
+            ? nil
+            : pipeline.add(
+                IngestStatements.boundNotifications(
+                    apps: keyed.map(\.notification.appID), ids: keyed.map(\.notification.name),
+                    devices: keyed.map(\.device), tokens: keyed.map { items[$0.index].response.deviceToken ?? "" },
+                    snoozing: keyed.map { items[$0.index].decision.snoozes }))
+        var snoozing: [SnoozeScope] = []
+        var snoozingSeen = Set<SnoozeScope>()
+        for index in candidates where items[index].decision.snoozes {
+            guard let scope = SnoozeScope(items[index]) else { continue }
+            if snoozingSeen.insert(scope).inserted { snoozing.append(scope) }
+        }
+        // Counted under the scopes' locks (the guards took them), which the answers that cancel snoozes take too.
+        let snoozeCounts = snoozing.isEmpty ? nil : pipeline.add(IngestStatements.snoozeCounts(snoozing))
+        return Reads(
+            pipeline: pipeline, guards: guards, appsPresent: appsPresent, storedResponses: storedResponses,
+            boundNotifications: boundNotifications, snoozing: snoozing, snoozeCounts: snoozeCounts)
+    }
+
+    /// What the reads found, by item: the stored response under its key, its notification's snoozes before
+    /// this batch, the sent notification it is bound to.
+    private struct Found {
+        var stored: [AppScoped: PostgresRow] = [:]
+        var snoozesBefore: [SnoozeScope: Int] = [:]
+        var bound: [Int: BoundNotification] = [:]
+    }
+
+    private func found(
+        _ read: PipelinedReads.Results, _ reads: Reads, keyed: [(index: Int, notification: AppScoped, device: Int)]
+    ) throws -> Found {
+        var found = Found()
+        if let storedResponses = reads.storedResponses {
+            for row in read[storedResponses] {
+                found.stored[AppScoped(appID: try row.decode("app_id"), name: try row.decode("idempotency_key"))] = row
+            }
+        }
+        if let snoozeCounts = reads.snoozeCounts {
+            for row in read[snoozeCounts] {
+                let scope = reads.snoozing[try row.decode("position", as: Int.self) - 1]
+                found.snoozesBefore[scope] = try row.decode("snoozes")
+            }
+        }
+        if let boundNotifications = reads.boundNotifications {
+            for row in read[boundNotifications] {
+                let entry = keyed[try row.decode("position", as: Int.self) - 1]
+                found.bound[entry.index] = try IngestStatements.boundNotification(row, device: entry.device)
+            }
+        }
+        return found
     }
 
     private func runAfterReads(
@@ -333,124 +437,80 @@ struct IngestTransaction {
         value: [Result<IngestResult, any Error>], commitWith: [PostgresQuery], planned: [(index: Int, plan: IngestPlan)]
     ) {
         var results = results
-        let apps = Array(Set(candidates.map { items[$0].appID })).sorted()
-        // The notifications this batch snoozes, each for its device: their earlier snoozes are counted.
-        var snoozing: [SnoozeScope] = []
-        var snoozingSeen = Set<SnoozeScope>()
-        for index in candidates where items[index].decision.snoozes {
-            guard let scope = SnoozeScope(items[index]) else { continue }
-            if snoozingSeen.insert(scope).inserted { snoozing.append(scope) }
-        }
-
-        // The guards come first, in a statement of their own: each later statement reads with a
-        // snapshot taken after them, so it sees whatever a previous holder committed.
-        var reads = PipelinedReads()
-        let guards = reads.add(guards(candidates))
-        let appsPresent = reads.add(IngestStatements.existingApps(apps))
-        let storedResponses =
-            lookingUp
-            ? reads.add(
-                IngestStatements.storedResponses(
-                    apps: candidates.map { items[$0].appID }, keys: candidates.map { items[$0].idempotencyKey },
-                    windowSeconds: windowSeconds))
-            : nil
-        let boundNotifications =
-            keyed.isEmpty
-            ? nil
-            : reads.add(
-                IngestStatements.boundNotifications(
-                    apps: keyed.map(\.notification.appID), ids: keyed.map(\.notification.name),
-                    devices: keyed.map(\.device), tokens: keyed.map { items[$0.index].response.deviceToken ?? "" },
-                    snoozing: keyed.map { items[$0.index].decision.snoozes }))
-        // Counted under the scopes' locks (the guards took them), which the answers that cancel snoozes take too.
-        let snoozeCounts = snoozing.isEmpty ? nil : reads.add(IngestStatements.snoozeCounts(snoozing))
+        let reads = reads(candidates, keyed: keyed)
         let sentAt = ContinuousClock.now
-        let read = PipelinedReads.Results(rows: try send(reads.queries))
-
-        guard let receivedAt = try read[guards].first?.decode("now", as: Date.self) else {
+        let read = PipelinedReads.Results(rows: try send(reads.pipeline.queries))
+        guard let receivedAt = try read[reads.guards].first?.decode("now", as: Date.self) else {
             return (results.map { $0! }, [], [])
         }
         clock.record(receivedAt, sentAt: sentAt)
         // An app whose lock is held exclusively is being deleted; one no longer there was deleted.
-        let present = Set(try read[appsPresent].map { try $0.decode("id", as: String.self) })
+        let present = Set(try read[reads.appsPresent].map { try $0.decode("id", as: String.self) })
         var locked: [(position: Int, index: Int)] = []
-        for row in read[guards] {
-            let position: Int = try row.decode("position")
-            let index = candidates[position - 1]
-            if !(try row.decode("app_locked", as: Bool.self)) {
+        for (position, index, guarded) in try guarded(read[reads.guards], candidates) {
+            if guarded == .appBeingDeleted {
                 results[index] = .failure(StoreError.appBeingDeleted)
             } else if !present.contains(items[index].appID) {
                 results[index] = .failure(StoreError.appDeleted)
-            } else if try row.decode("key_locked", as: Bool.self) {
-                locked.append((position, index))
-            } else {
+            } else if guarded == .keyInFlight {
                 results[index] = .failure(StoreError.idempotencyKeyInFlight)
+            } else {
+                locked.append((position, index))
             }
         }
-        var stored: [AppScoped: PostgresRow] = [:]
-        if let storedResponses {
-            for row in read[storedResponses] {
-                stored[AppScoped(appID: try row.decode("app_id"), name: try row.decode("idempotency_key"))] = row
-            }
+        let planned = try plan(locked, found: try found(read, reads, keyed: keyed), receivedAt: receivedAt)
+        var writes = PipelinedReads()
+        if !planned.expiredKeys.isEmpty {
+            // Before the insert that reuses them; the key's advisory lock keeps other writers out.
+            writes.add(IngestStatements.releaseKeys(planned.expiredKeys))
         }
-        var snoozesBefore: [SnoozeScope: Int] = [:]
-        if let snoozeCounts {
-            for row in read[snoozeCounts] {
-                snoozesBefore[snoozing[try row.decode("position", as: Int.self) - 1]] = try row.decode("snoozes")
-            }
+        IngestStatements(entries: planned.entries, windowSeconds: windowSeconds).add(to: &writes)
+        for (index, result) in planned.results { results[index] = result }
+        if planned.results.contains(where: { if case .success(.replayed) = $0.result { true } else { false } }) {
+            // A replay confirms the stored reply only once it is on the synchronous standby: read alone,
+            // the transaction would commit without waiting for it.
+            writes.add(Database.confirmReplicated)
         }
+        return (results.map { $0! }, writes.queries, planned.entries.map { (candidates[$0.position - 1], $0.plan) })
+    }
 
-        // What each keyed reply is bound to, by its position in the batch.
-        var bound: [Int: BoundNotification] = [:]
-        if let boundNotifications {
-            for row in read[boundNotifications] {
-                let position: Int = try row.decode("position")
-                let entry = keyed[position - 1]
-                bound[entry.index] = try IngestStatements.boundNotification(row, device: entry.device)
-            }
-        }
-
-        var entries: [(position: Int, item: IngestItem, plan: IngestPlan)] = []
-        // Notifications answered earlier in this batch.
+    /// The items whose guards held, planned in order (or answered from the response stored under their
+    /// key), and the keys of the window whose response is gone: given up, and the request is new.
+    private func plan(_ locked: [(position: Int, index: Int)], found: Found, receivedAt: Date) throws -> (
+        entries: [IngestStatements.Entry], results: [(index: Int, result: Result<IngestResult, any Error>)],
+        expiredKeys: [AppScoped]
+    ) {
+        var entries: [IngestStatements.Entry] = []
+        var results: [(index: Int, result: Result<IngestResult, any Error>)] = []
+        var expiredKeys: [AppScoped] = []
+        // Notifications answered, and snoozes given, earlier in this batch.
         var answeredInBatch = Set<UUID>()
         var snoozesInBatch: [SnoozeScope: Int] = [:]
-        // Keys of the window whose response is gone: given up, and the request is new.
-        var expiredKeys: [AppScoped] = []
         let windowStart = receivedAt.addingTimeInterval(-Double(window.components.seconds))
         for (position, index) in locked {
             let item = items[index]
-            if let row = stored[Self.key(item)] {
+            if let row = found.stored[Self.key(item)] {
                 if try row.decode("received_at", as: Date.self) >= windowStart, try row.decode("kept", as: Bool.self) {
-                    results[index] = Result { try Self.replay(item, row: row) }
+                    results.append((index, Result { try Self.replay(item, row: row) }))
                     continue
                 }
                 expiredKeys.append(Self.key(item))
             }
-            var previous = 0
             let scope = SnoozeScope(item)
+            var previous = 0
             if item.decision.snoozes, let scope {
-                previous = snoozesBefore[scope, default: 0] + snoozesInBatch[scope, default: 0]
+                previous = found.snoozesBefore[scope, default: 0] + snoozesInBatch[scope, default: 0]
             }
-            var sent = bound[index]
+            var sent = found.bound[index]
             if let id = sent?.id, answeredInBatch.contains(id) { sent?.answered = true }
             let plan = IngestPlan(
                 item, receivedAt: clock.issue(receivedAt), previousSnoozes: previous, notification: sent)
             if plan.answersNotification, let id = sent?.id { answeredInBatch.insert(id) }
             if plan.outcome == .snoozed, let scope { snoozesInBatch[scope, default: 0] += 1 }
             entries.append((position, item, plan))
-            results[index] = .success(.created(plan.answer))
+            results.append((index, .success(.created(plan.answer))))
         }
-        var statements = IngestStatements(entries: entries, windowSeconds: windowSeconds).statements.queries
-        if locked.contains(where: { if case .success(.replayed) = results[$0.index] { true } else { false } }) {
-            // A replay confirms the stored reply only once it is on the synchronous standby: read alone,
-            // the transaction would commit without waiting for it.
-            statements.append(Database.confirmReplicated)
-        }
-        if !expiredKeys.isEmpty {
-            // Before the insert that reuses them; the key's advisory lock keeps other writers out.
-            statements.insert(IngestStatements.releaseKeys(expiredKeys), at: 0)
-        }
-        return (results.map { $0! }, statements, entries.map { (candidates[$0.position - 1], $0.plan) })
+        return (entries, results, expiredKeys)
     }
 
     static func replay(_ item: IngestItem, row: PostgresRow) throws -> IngestResult {

@@ -74,7 +74,7 @@ struct ClientIdentityTests {
         func forward(_ id: String) async throws {
             client.forward(
                 Reply(actionIdentifier: "accept", userInfo: ["eventId": .string(id)], responseId: id))
-            #expect(await ClientPackageTests.drain(client, within: 30), "reply \(id) was not delivered")
+            #expect(await ClientPackageTests.drain(client, within: 120), "reply \(id) was not delivered")
         }
         try await forward("r-1")
 

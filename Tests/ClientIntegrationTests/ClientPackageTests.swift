@@ -36,6 +36,10 @@ struct ClientPackageTests {
     }
 
     /// Runs `drain()` and answers whether it finished within `seconds`.
+    ///
+    /// The bounds these tests give (two minutes) are for a loaded machine, not the time a healthy run takes
+    /// (a second): the client's tasks run on the concurrency pool, as wide as the machine's cores, which the
+    /// suite's other tests can hold with blocking work for a minute on two cores.
     static func drain(_ client: ActionHookClient, within seconds: Double) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in
             group.addTask {
@@ -78,12 +82,12 @@ struct ClientPackageTests {
         let replies = (0..<20).map(Self.reply)
         for reply in replies { client.forward(reply) }
 
-        #expect(await eventually(within: 30) { events.retries >= 3 })
+        #expect(await eventually(within: 120) { events.retries >= 3 })
         #expect(client.queue.count == 20)
         #expect(try api.count("SELECT count(*) AS n FROM responses") == 0)
 
         down.store(false, ordering: .sequentiallyConsistent)
-        #expect(await Self.drain(client, within: 30))
+        #expect(await Self.drain(client, within: 120))
         let rows = try Self.rowsByResponseID(api, app: "kit-down")
         #expect(rows == Dictionary(uniqueKeysWithValues: replies.map { ($0.responseId, 1) }))
         #expect(client.queue.count == 0)
@@ -146,7 +150,7 @@ struct ClientPackageTests {
 
         var (server, port) = try start()
         #expect(
-            await eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
+            await eventually(within: 60) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
         let pid = Atomic<Int32>(server.pid)
         let killedAfterStoring = Atomic<Int>(0)
         let proxy = try FlakyProxy(
@@ -166,7 +170,7 @@ struct ClientPackageTests {
         let reply = Self.reply(7)
         client.forward(reply)
 
-        #expect(await eventually(within: 20) { !server.process.isRunning })
+        #expect(await eventually(within: 60) { !server.process.isRunning })
         server.process.waitUntilExit()
         #expect(server.process.terminationReason == .uncaughtSignal && server.process.terminationStatus == SIGKILL)
         #expect(killedAfterStoring.load(ordering: .sequentiallyConsistent) == 1)
@@ -179,10 +183,10 @@ struct ClientPackageTests {
             server.process.waitUntilExit()
         }
         #expect(
-            await eventually(within: 20) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
+            await eventually(within: 60) { (try? HTTPTestClient(port: port).request("GET", "/healthz").status) == 200 })
         proxy.redirect(to: port)
         client.resume()
-        #expect(await Self.drain(client, within: 30))
+        #expect(await Self.drain(client, within: 120))
         #expect(try Self.rowsByResponseID(api, app: "kit-kill") == [reply.responseId: 1])
         #expect(events.all.contains(.delivered(responseId: reply.responseId, status: 200)))
     }
@@ -283,7 +287,7 @@ struct ClientPackageTests {
             reply(4, age: 5),
         ]
         for reply in replies { _ = try client.enqueue(reply) }
-        #expect(await Self.drain(client, within: 30))
+        #expect(await Self.drain(client, within: 120))
 
         let rows = try api.query(
             "SELECT client_response_id, outcome FROM responses WHERE app_id = 'kit-late' ORDER BY received_at, id")
@@ -338,7 +342,7 @@ struct ClientPackageTests {
         let client = try Self.client(port: api.port, key: key, events: events, folder: folder)
         #expect(client.queue.count == 11)
         client.resume()
-        #expect(await Self.drain(client, within: 30))
+        #expect(await Self.drain(client, within: 120))
         #expect(
             try Self.rowsByResponseID(api, app: "kit-damaged")
                 == Dictionary(uniqueKeysWithValues: replies.map { ($0.responseId, 1) }))
@@ -352,10 +356,11 @@ struct ClientPackageTests {
         #expect(client.queue.count == 0)
 
         // Reported once: a second drain and the next launch see nothing more.
-        #expect(await Self.drain(client, within: 30))
+        #expect(await Self.drain(client, within: 120))
         let relaunched = Events()
         #expect(
-            await Self.drain(try Self.client(port: api.port, key: key, events: relaunched, folder: folder), within: 30))
+            await Self.drain(try Self.client(port: api.port, key: key, events: relaunched, folder: folder), within: 120)
+        )
         #expect(events.damaged == [damagedName])
         #expect(relaunched.all.isEmpty)
     }
@@ -412,7 +417,7 @@ struct ClientPackageTests {
             actionIdentifier: "close", categoryIdentifier: "garage",
             userInfo: userInfo(device: 0, exp: Date().addingTimeInterval(-60)), deviceToken: phone)
         for reply in [first, second, late] { _ = try client.enqueue(reply) }
-        #expect(await Self.drain(client, within: 30))
+        #expect(await Self.drain(client, within: 120))
 
         let rows = try api.query(
             """
@@ -448,14 +453,14 @@ struct ClientPackageTests {
         let client = try Self.client(port: api.port, key: firstSecret, events: events)
         let before = (0..<3).map(Self.reply)
         for reply in before { client.forward(reply) }
-        #expect(await Self.drain(client, within: 30))
+        #expect(await Self.drain(client, within: 120))
         #expect(try Self.rowsByResponseID(api, app: "kit-keys").count == 3)
 
         #expect(try api.admin("DELETE", "/v1/apps/kit-keys/keys/\(firstID)").status == 204)
         let after = (3..<13).map(Self.reply)
         for reply in after { client.forward(reply) }
         // The 401 pauses the queue: drain() returns, nothing is dropped, nothing is stored.
-        #expect(await Self.drain(client, within: 30))
+        #expect(await Self.drain(client, within: 120))
         #expect(events.pauses == 1)
         #expect(events.refusals == 0)
         #expect(client.queue.count == 10)
@@ -463,7 +468,7 @@ struct ClientPackageTests {
 
         let second = try #require(try api.admin("POST", "/v1/apps/kit-keys/keys").json["secret"] as? String)
         client.updateIngestKey(second)
-        #expect(await Self.drain(client, within: 30))
+        #expect(await Self.drain(client, within: 120))
         // Every reply once; the ten stored after the revocation can only have carried the new key.
         #expect(
             try Self.rowsByResponseID(api, app: "kit-keys")

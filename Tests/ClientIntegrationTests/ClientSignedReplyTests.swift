@@ -58,7 +58,7 @@ struct ClientSignedReplyTests {
 
         // A reply where signatures are not required: stored with its signature verified.
         signer.forward(Reply(actionIdentifier: "note", userText: "on my way", responseId: "signed-note"))
-        #expect(await ClientPackageTests.drain(signer, within: 30), "the signed note was not delivered")
+        #expect(await ClientPackageTests.drain(signer, within: 120), "the signed note was not delivered")
         let note = try #require(try Self.stored(api, "signed-note"))
         #expect(note.signature == "valid" && note.key == fingerprint, "\(note)")
 
@@ -68,7 +68,7 @@ struct ClientSignedReplyTests {
             Reply(
                 actionIdentifier: "approve", categoryIdentifier: "approval", userInfo: approval,
                 responseId: "signed-approval"))
-        #expect(await ClientPackageTests.drain(signer, within: 30), "the signed approval was not delivered")
+        #expect(await ClientPackageTests.drain(signer, within: 120), "the signed approval was not delivered")
         let accepted = try #require(try Self.stored(api, "signed-approval"))
         #expect(accepted.outcome == "accepted", "\(accepted)")
         #expect(accepted.signature == "valid" && accepted.key == fingerprint, "\(accepted)")
@@ -84,7 +84,7 @@ struct ClientSignedReplyTests {
             Reply(
                 actionIdentifier: "approve", categoryIdentifier: "approval", userInfo: approval,
                 responseId: "unsigned-approval"))
-        #expect(await ClientPackageTests.drain(unsigned, within: 30), "the unsigned approval stayed queued")
+        #expect(await ClientPackageTests.drain(unsigned, within: 120), "the unsigned approval stayed queued")
         #expect(unsigned.queue.count == 0)
         let refused = unsignedEvents.all.compactMap { event -> Problem? in
             if case .refused("unsigned-approval", 403, let problem) = event { problem } else { nil }
@@ -134,7 +134,7 @@ struct ClientSignedReplyTests {
         #expect(newKey != oldKey)
         online.forward(Reply(actionIdentifier: "note", responseId: "after-rotation"))
         online.resume()
-        #expect(await ClientPackageTests.drain(online, within: 30), "the queue was not sent")
+        #expect(await ClientPackageTests.drain(online, within: 120), "the queue was not sent")
         #expect(online.queue.count == 0)
 
         let before = try #require(try Self.stored(api, "before-rotation"))
