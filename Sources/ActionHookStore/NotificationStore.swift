@@ -96,52 +96,11 @@ public struct NotificationStore: Sendable {
         appID: String, idempotencyKey: String?, request: SendRequest,
         send: ([PostgresQuery]) throws -> [PostgresRows]
     ) throws -> (value: SendResult, sent: (id: UUID, result: SendResult)?, writes: [PostgresQuery]) {
-        var reads = PipelinedReads()
-        // The key's lock first, so that the lookup after it sees what a previous holder committed.
-        let keyReads = idempotencyKey.map { key in
-            (
-                lock: reads.add(
-                    """
-                    SELECT pg_try_advisory_xact_lock(hashtextextended(\(
-                        AppScoped(appID: appID, name: UnitSeparated.join("notifications", key)).lockText), 0)) AS locked
-                    """),
-                stored: reads.add(
-                    """
-                    SELECT request_hash, answer FROM notifications
-                    WHERE app_id = \(appID) AND idempotency_key = \(key)
-                    """)
-            )
-        }
-        let appLock = reads.add(
-            """
-            SELECT pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(\(appID))) AS shared,
-                EXISTS (SELECT 1 FROM apps WHERE id = \(appID)) AS present, now() AS now
-            """)
-        let subjectDevices =
-            request.to == nil
-            ? reads.add(
-                """
-                SELECT device_token, recipient FROM subject_devices
-                WHERE app_id = \(appID) AND subject = \(request.subject)
-                ORDER BY named_at DESC, device_token
-                LIMIT \(limits.maxDevices)
-                """)
-            : nil
-        // The users' active registered devices, newest first, each pushed in its own environment.
-        let userDevices =
-            request.allUsers.isEmpty
-            ? nil
-            : reads.add(
-                """
-                SELECT user_id, token, environment FROM devices
-                WHERE app_id = \(appID) AND user_id = ANY(\(Array(Set(request.allUsers.map(\.id))))::text[])
-                    AND status = 'active'
-                ORDER BY user_id, registered_at DESC, token
-                """)
-        let read = PipelinedReads.Results(rows: try send(reads.queries))
-        guard try read[appLock][0].decode("shared", as: Bool.self) else { throw StoreError.appBeingDeleted }
-        guard try read[appLock][0].decode("present", as: Bool.self) else { throw StoreError.notFound }
-        if let keyReads {
+        let reads = SendReads(appID: appID, idempotencyKey: idempotencyKey, request: request, limits: limits)
+        let read = PipelinedReads.Results(rows: try send(reads.pipeline.queries))
+        guard try read[reads.appLock][0].decode("shared", as: Bool.self) else { throw StoreError.appBeingDeleted }
+        guard try read[reads.appLock][0].decode("present", as: Bool.self) else { throw StoreError.notFound }
+        if let keyReads = reads.key {
             guard try read[keyReads.lock][0].decode("locked", as: Bool.self) else {
                 throw StoreError.idempotencyKeyInFlight
             }
@@ -154,25 +113,75 @@ public struct NotificationStore: Sendable {
                 return (.replayed(answer), nil, [Database.confirmReplicated])
             }
         }
-        let now: Date = try read[appLock][0].decode("now")
+        let now: Date = try read[reads.appLock][0].decode("now")
         var devices = request.to ?? []
-        if let subjectDevices {
+        if let subjectDevices = reads.subjectDevices {
             devices = try read[subjectDevices].map {
                 SendDevice(deviceToken: try $0.decode("device_token"), recipient: try $0.decode("recipient"))
             }
         }
         var resolved = request
-        if let userDevices {
+        if let userDevices = reads.userDevices {
             let byUser = try Self.devicesByUser(read[userDevices])
             devices = try Self.adding(byUser, of: request.users, to: devices)
             resolved = try request.resolvingEscalationUsers(byUser)
         }
         // A subject's or the users' devices are known only now: none, or the limits that depend on them, are
         // checked here.
-        if request.to == nil || userDevices != nil { try resolved.check(devices: devices, limits: limits) }
+        if request.to == nil || reads.userDevices != nil { try resolved.check(devices: devices, limits: limits) }
         let plan = SendPlan(resolved, devices: devices, id: UUID.timeOrdered(at: now), now: now, limits: limits)
         let result = SendResult.created(plan.answer, devices: plan.devices.count)
         return (result, (plan.notificationID, result), Self.writes(appID, idempotencyKey, resolved, plan))
+    }
+
+    /// The reads of a send, each statement named: the key's lock and the send stored under it, the app's
+    /// lock and presence (and the database's clock), the subject's devices for a send without `to`, and the
+    /// active registered devices of the users it names.
+    private struct SendReads {
+        var pipeline = PipelinedReads()
+        var key: (lock: PipelinedReads.Read, stored: PipelinedReads.Read)?
+        var appLock: PipelinedReads.Read
+        var subjectDevices: PipelinedReads.Read?
+        var userDevices: PipelinedReads.Read?
+
+        init(appID: String, idempotencyKey: String?, request: SendRequest, limits: SendLimits) {
+            // The key's lock first, so that the lookup after it sees what a previous holder committed.
+            if let idempotencyKey {
+                let lock = AppScoped(appID: appID, name: UnitSeparated.join("notifications", idempotencyKey)).lockText
+                key = (
+                    pipeline.add("SELECT pg_try_advisory_xact_lock(hashtextextended(\(lock), 0)) AS locked"),
+                    pipeline.add(
+                        """
+                        SELECT request_hash, answer FROM notifications
+                        WHERE app_id = \(appID) AND idempotency_key = \(idempotencyKey)
+                        """)
+                )
+            }
+            appLock = pipeline.add(
+                """
+                SELECT pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(\(appID))) AS shared,
+                    EXISTS (SELECT 1 FROM apps WHERE id = \(appID)) AS present, now() AS now
+                """)
+            if request.to == nil {
+                subjectDevices = pipeline.add(
+                    """
+                    SELECT device_token, recipient FROM subject_devices
+                    WHERE app_id = \(appID) AND subject = \(request.subject)
+                    ORDER BY named_at DESC, device_token
+                    LIMIT \(limits.maxDevices)
+                    """)
+            }
+            // The users' active registered devices, newest first, each pushed in its own environment.
+            if !request.allUsers.isEmpty {
+                userDevices = pipeline.add(
+                    """
+                    SELECT user_id, token, environment FROM devices
+                    WHERE app_id = \(appID) AND user_id = ANY(\(Array(Set(request.allUsers.map(\.id))))::text[])
+                        AND status = 'active'
+                    ORDER BY user_id, registered_at DESC, token
+                    """)
+            }
+        }
     }
 
     /// The users' active devices as read, by user, newest first; each device with its user (also its

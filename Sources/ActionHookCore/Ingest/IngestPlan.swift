@@ -204,41 +204,12 @@ public struct IngestPlan: Sendable {
         self.notification = notification
         let response = item.response
         let decision = item.decision
-        var outcome = RuleEngine.outcome(of: decision.rule?.handler)
-        var planned: [PlannedFollowUp] = []
         let age = ReplyAgeLimit.age(respondedAt: response.respondedAt, receivedAt: receivedAt)
         let lateForNotification = notification.flatMap(\.expiresAt).map { receivedAt >= $0 } ?? false
-        let expired = lateForNotification || decision.ageLimit.isExpired(age: age)
-        let unverified =
-            (decision.requiresSignature || notification?.signedReplies == true) && !response.signature.isValid
-        if unverified {
-            outcome = .unverified
-        } else if expired {
-            outcome = .expired
-        } else if let notification, notification.answered, notification.answers == .first {
-            outcome = .superseded
-        } else if let rule = decision.rule {
-            if case .snooze(let delaySeconds, let maxSnoozes, _) = rule.handler {
-                if previousSnoozes >= maxSnoozes {
-                    outcome = .snoozeLimitReached
-                } else {
-                    planned = RuleEngine.plan(
-                        rule, response: response, responseID: responseID, receivedAt: receivedAt,
-                        subject: decision.subject, outcome: outcome, notification: notification)
-                    // A re-delivery due after the notification expired would show what can no longer be answered.
-                    let due = receivedAt.addingTimeInterval(TimeInterval(delaySeconds))
-                    if let redelivery = RuleEngine.snoozeRedelivery(of: notification, delaySeconds: delaySeconds),
-                        notification?.expiresAt.map({ due < $0 }) ?? true
-                    {
-                        planned.append(redelivery)
-                    }
-                }
-            } else {
-                planned = RuleEngine.plan(
-                    rule, response: response, responseID: responseID, receivedAt: receivedAt,
-                    subject: decision.subject, outcome: outcome, notification: notification)
-            }
-        }
+        let (outcome, ruled) = Self.act(
+            item, responseID: responseID, receivedAt: receivedAt, previousSnoozes: previousSnoozes,
+            notification: notification, expired: lateForNotification || decision.ageLimit.isExpired(age: age))
+        var planned = ruled
         let unanswered = notification.map { !$0.answered } ?? false
         // A device the send reached as a user answers for that user only: a reply proving another user
         // (the device moved to them since) is stored, and its rule acts for that user, but it does not answer.
@@ -260,6 +231,58 @@ public struct IngestPlan: Sendable {
                 id: UUID.timeOrdered(), planned: $0, dueAt: receivedAt.addingTimeInterval(TimeInterval($0.delaySeconds))
             )
         }
+        var body = Self.body(responseID, item, outcome: outcome, followUps: followUps, notification: notification)
+        // What the 410 tells the client, replayed with it.
+        if outcome == .expired, lateForNotification, let expiresAt = notification?.expiresAt {
+            body["expiresAt"] = .string(Timestamp.format(expiresAt))
+        } else if outcome == .expired, let limit = decision.ageLimit.maxAgeSeconds, let age {
+            body["maxReplyAgeSeconds"] = .integer(limit)
+            body["ageSeconds"] = ReplyAgeLimit.json(age: age)
+        }
+        answer = StoredAnswer(outcome: outcome, body: .object(body))
+        if answersNotification, let notification {
+            answer.answered = (notification.category, receivedAt.timeIntervalSince(notification.createdAt))
+        }
+    }
+
+    /// What the reply does and the follow-ups its rule plans: none when it acts on nothing (unverified,
+    /// expired, superseded, past its snooze limit). A snooze's re-delivery is planned only when it would
+    /// come before the notification expires (it would show what can no longer be answered).
+    private static func act(
+        _ item: IngestItem, responseID: UUID, receivedAt: Date, previousSnoozes: Int,
+        notification: BoundNotification?, expired: Bool
+    ) -> (Outcome, [PlannedFollowUp]) {
+        let response = item.response
+        let decision = item.decision
+        let outcome = RuleEngine.outcome(of: decision.rule?.handler)
+        let unverified =
+            (decision.requiresSignature || notification?.signedReplies == true) && !response.signature.isValid
+        if unverified { return (.unverified, []) }
+        if expired { return (.expired, []) }
+        if let notification, notification.answered, notification.answers == .first { return (.superseded, []) }
+        guard let rule = decision.rule else { return (outcome, []) }
+        if case .snooze(_, let maxSnoozes, _) = rule.handler, previousSnoozes >= maxSnoozes {
+            return (.snoozeLimitReached, [])
+        }
+        var planned = RuleEngine.plan(
+            rule, response: response, responseID: responseID, receivedAt: receivedAt,
+            subject: decision.subject, outcome: outcome, notification: notification)
+        if case .snooze(let delaySeconds, _, _) = rule.handler,
+            let redelivery = RuleEngine.snoozeRedelivery(of: notification, delaySeconds: delaySeconds),
+            notification?.expiresAt.map({ receivedAt.addingTimeInterval(TimeInterval(delaySeconds)) < $0 }) ?? true
+        {
+            planned.append(redelivery)
+        }
+        return (outcome, planned)
+    }
+
+    /// The 202's body, as stored and replayed: the response's id, outcome, rule, subject and follow-ups, the
+    /// notification it answers and for whom, its user and its signature.
+    private static func body(
+        _ responseID: UUID, _ item: IngestItem, outcome: Outcome, followUps: [FollowUp],
+        notification: BoundNotification?
+    ) -> JSONObject {
+        let decision = item.decision
         var body: JSONObject = [
             "id": .string(responseID.lowercasedString), "outcome": .string(outcome.rawValue),
             "ruleId": decision.rule.map { .string($0.id) } ?? .null,
@@ -276,18 +299,8 @@ public struct IngestPlan: Sendable {
             body["notificationId"] = .string(notification.id.lowercasedString)
             body["recipient"] = notification.recipient.map(JSONValue.string) ?? .null
         }
-        body["user"] = StoredResponseView.userJSON(verified: response.user, deviceUser: notification?.deviceUser)
-        if response.signature != .absent { body["signature"] = response.signature.json }
-        // What the 410 tells the client, replayed with it.
-        if outcome == .expired, lateForNotification, let expiresAt = notification?.expiresAt {
-            body["expiresAt"] = .string(Timestamp.format(expiresAt))
-        } else if outcome == .expired, let limit = decision.ageLimit.maxAgeSeconds, let age {
-            body["maxReplyAgeSeconds"] = .integer(limit)
-            body["ageSeconds"] = ReplyAgeLimit.json(age: age)
-        }
-        answer = StoredAnswer(outcome: outcome, body: .object(body))
-        if answersNotification, let notification {
-            answer.answered = (notification.category, receivedAt.timeIntervalSince(notification.createdAt))
-        }
+        body["user"] = StoredResponseView.userJSON(verified: item.response.user, deviceUser: notification?.deviceUser)
+        if item.response.signature != .absent { body["signature"] = item.response.signature.json }
+        return body
     }
 }

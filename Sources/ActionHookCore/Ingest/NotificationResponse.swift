@@ -77,7 +77,39 @@ public struct NotificationResponse: Sendable, Equatable {
             try diagnostics.check()
             preconditionFailure("a non-object body is always a shape error")
         }
+        let (actionIdentifier, userText) = actionAndText(&reader, limits, &diagnostics)
+        let userInfo = userInfo(&reader, limits, sourceByteCount: sourceByteCount, &diagnostics)
+        let categoryIdentifier = categoryIdentifier(&reader, userInfo: userInfo, limits, &diagnostics)
+        let notificationIdentifier = reader.string("notificationIdentifier", &diagnostics)
+        if let notificationIdentifier {
+            diagnostics.checkLength(notificationIdentifier, "/notificationIdentifier", max: limits.maxIdentifierLength)
+        }
+        let responseId = reader.string("responseId", &diagnostics)
+        if let responseId {
+            diagnostics.checkLength(responseId, "/responseId", max: limits.maxIdentifierLength)
+        }
+        let deviceToken = deviceToken(&reader, &diagnostics)
+        let respondedAt = respondedAt(&reader, &diagnostics)
 
+        reader.reportUnknown(&diagnostics)
+        try diagnostics.check()
+        guard let actionIdentifier else { preconditionFailure("a missing action is always recorded as an error") }
+        return NotificationResponse(
+            actionIdentifier: actionIdentifier,
+            userText: userText,
+            categoryIdentifier: categoryIdentifier,
+            notificationIdentifier: notificationIdentifier,
+            userInfo: userInfo,
+            deviceToken: deviceToken,
+            responseId: responseId,
+            respondedAt: respondedAt
+        )
+    }
+
+    /// The action and the typed text, from whichever shape was sent (mixing the two is an error).
+    private static func actionAndText(
+        _ reader: inout ObjectReader, _ limits: IngestLimits, _ diagnostics: inout Diagnostics
+    ) -> (action: String?, text: String?) {
         let isLegacy = reader.has("identifier") || reader.has("responseInfo")
         let isCurrent = reader.has("actionIdentifier") || reader.has("userText")
         if isLegacy && isCurrent {
@@ -85,8 +117,6 @@ public struct NotificationResponse: Sendable, Equatable {
                 diagnostics.malformed(reader.pointer(key), "must not be combined with actionIdentifier or userText")
             }
         }
-
-        // The action and the typed text, from whichever shape was sent.
         let actionIdentifier: String?
         let actionPointer: String
         var userText: String?
@@ -115,7 +145,13 @@ public struct NotificationResponse: Sendable, Equatable {
         if let userText {
             diagnostics.checkLength(userText, userTextPointer, min: 0, max: limits.maxUserTextLength)
         }
+        return (actionIdentifier, userText)
+    }
 
+    /// `userInfo` within its depth and size (measured only when the body could hold one too large).
+    private static func userInfo(
+        _ reader: inout ObjectReader, _ limits: IngestLimits, sourceByteCount: Int?, _ diagnostics: inout Diagnostics
+    ) -> JSONObject {
         let userInfo = reader.object("userInfo", &diagnostics) ?? JSONObject()
         let userInfoValue = JSONValue.object(userInfo)
         if userInfoValue.depth > limits.maxUserInfoDepth {
@@ -126,11 +162,17 @@ public struct NotificationResponse: Sendable, Equatable {
         if mayBeTooLarge, userInfoValue.jsonByteCount > limits.maxUserInfoBytes {
             diagnostics.invalid("/userInfo", "must be at most \(limits.maxUserInfoBytes) bytes as compact JSON")
         }
+        return userInfo
+    }
 
+    /// `categoryIdentifier`, else `userInfo.aps.category` when that is a non-empty string.
+    private static func categoryIdentifier(
+        _ reader: inout ObjectReader, userInfo: JSONObject, _ limits: IngestLimits, _ diagnostics: inout Diagnostics
+    ) -> String? {
         var categoryIdentifier = reader.string("categoryIdentifier", &diagnostics)
         var categoryPointer = "/categoryIdentifier"
         if categoryIdentifier == nil, !reader.has("categoryIdentifier"),
-            case .string(let category)? = userInfoValue.value(atPath: "aps.category"), !category.isEmpty
+            case .string(let category)? = JSONValue.object(userInfo).value(atPath: "aps.category"), !category.isEmpty
         {
             categoryIdentifier = category
             categoryPointer = "/userInfo/aps/category"
@@ -138,50 +180,29 @@ public struct NotificationResponse: Sendable, Equatable {
         if let categoryIdentifier {
             diagnostics.checkLength(categoryIdentifier, categoryPointer, max: limits.maxIdentifierLength)
         }
+        return categoryIdentifier
+    }
 
-        let notificationIdentifier = reader.string("notificationIdentifier", &diagnostics)
-        if let notificationIdentifier {
-            diagnostics.checkLength(notificationIdentifier, "/notificationIdentifier", max: limits.maxIdentifierLength)
+    /// `deviceToken`, lowercased.
+    private static func deviceToken(_ reader: inout ObjectReader, _ diagnostics: inout Diagnostics) -> String? {
+        guard let token = reader.string("deviceToken", &diagnostics) else { return nil }
+        guard let hasUpperCase = deviceTokenCase(token) else {
+            diagnostics.invalid("/deviceToken", "must be hexadecimal with an even length of 16 to 200 characters")
+            return token
         }
-        let responseId = reader.string("responseId", &diagnostics)
-        if let responseId {
-            diagnostics.checkLength(responseId, "/responseId", max: limits.maxIdentifierLength)
-        }
+        // Tokens are sent lower case (Data's hex); fold only the rare upper-case one.
+        return hasUpperCase ? token.lowercased() : token
+    }
 
-        var deviceToken = reader.string("deviceToken", &diagnostics)
-        if let token = deviceToken {
-            if let hasUpperCase = deviceTokenCase(token) {
-                // Tokens are sent lower case (Data's hex); fold only the rare upper-case one.
-                if hasUpperCase { deviceToken = token.lowercased() }
-            } else {
-                diagnostics.invalid("/deviceToken", "must be hexadecimal with an even length of 16 to 200 characters")
-            }
+    /// `respondedAt`, kept to the millisecond so the stored form reads back to the same value; a time whose
+    /// UTC form leaves years 0000-9999 cannot be stored that way and is refused.
+    private static func respondedAt(_ reader: inout ObjectReader, _ diagnostics: inout Diagnostics) -> Date? {
+        guard let text = reader.string("respondedAt", &diagnostics) else { return nil }
+        guard let date = Timestamp.parse(text), let normalised = Timestamp.toTheMillisecond(date) else {
+            diagnostics.invalid("/respondedAt", "must be an RFC 3339 date-time with a time-zone offset")
+            return nil
         }
-
-        var respondedAt: Date?
-        if let text = reader.string("respondedAt", &diagnostics) {
-            // Kept to the millisecond so the stored form reads back to the same value; a time whose UTC
-            // form leaves years 0000-9999 cannot be stored that way and is refused.
-            if let date = Timestamp.parse(text), let normalised = Timestamp.toTheMillisecond(date) {
-                respondedAt = normalised
-            } else {
-                diagnostics.invalid("/respondedAt", "must be an RFC 3339 date-time with a time-zone offset")
-            }
-        }
-
-        reader.reportUnknown(&diagnostics)
-        try diagnostics.check()
-        guard let actionIdentifier else { preconditionFailure("a missing action is always recorded as an error") }
-        return NotificationResponse(
-            actionIdentifier: actionIdentifier,
-            userText: userText,
-            categoryIdentifier: categoryIdentifier,
-            notificationIdentifier: notificationIdentifier,
-            userInfo: userInfo,
-            deviceToken: deviceToken,
-            responseId: responseId,
-            respondedAt: respondedAt
-        )
+        return normalised
     }
 
     /// Nil unless `token` looks like an APNs device token (hex digits, even length, 16 to 200

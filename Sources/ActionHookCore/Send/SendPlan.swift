@@ -72,104 +72,128 @@ public struct SendPlan: Sendable {
         notificationID = id
         let expiresAt = request.expiry(now: now, limits: limits)
         self.expiresAt = expiresAt
-        let collapseId = request.collapseId ?? id.lowercasedString
-        self.collapseId = collapseId
+        collapseId = request.collapseId ?? id.lowercasedString
         let everyDevice = devices + request.escalationDevices
         self.devices = everyDevice
         sentDeviceCount = devices.count
-        let expiration = Int(expiresAt.timeIntervalSince1970.rounded(.up))
+        let pushes = Pushes(
+            request: request, devices: everyDevice, id: id, expiresAt: expiresAt, collapseId: collapseId)
+        var rows = Rows(now: now, escalated: devices.count)
+        // The send's own pushes, its first rows in device order; a reminder sends each again as it is.
+        let own = devices.indices.map { pushes.push($0, aps: request.aps) }
+        for position in devices.indices {
+            rows.deviceFollowUps.append(
+                rows.add(
+                    .push, ordinal: position, step: nil, .apns, own[position], dueAt: now,
+                    token: devices[position].deviceToken))
+        }
+        let summary = Self.summary(request, id: id, sentAt: now, expiresAt: expiresAt)
+        for (index, step) in request.onNoReply.enumerated() {
+            rows.add(step, index, own: own, devices: devices, pushes: pushes, request: request, summary: summary)
+        }
+        if request.events.contains("expired") {
+            let event: JSONValue = .object([
+                "type": .string("notification.expired"), "timestamp": .string(Timestamp.format(expiresAt)),
+                "data": .object(["notification": summary]),
+            ])
+            rows.add(
+                .expiry, ordinal: 0, step: nil, .webhook, .object(["url": .null, "body": event]), dueAt: expiresAt,
+                token: nil)
+        }
+        self.rows = rows.rows
+        deviceFollowUps = rows.deviceFollowUps
+        stepDueTimes = request.onNoReply.map { now.addingTimeInterval(TimeInterval($0.afterSeconds)) }
+        stepAfterSeconds = request.onNoReply.map(\.afterSeconds)
+        createdAt = now
+    }
+
+    /// Each device's push: its APNs request (token, push type, priority, expiration, collapse id, its own
+    /// environment for a registered device) around the payload with ActionHook's key for its position.
+    private struct Pushes {
+        let request: SendRequest
+        let devices: [SendDevice]
+        let id: UUID
+        let expiresAt: Date
+        let collapseId: String
 
         func push(_ position: Int, aps: JSONObject) -> JSONValue {
-            let device = everyDevice[position]
+            let device = devices[position]
             let key = NotificationKey(
                 notificationID: id, device: position, recipient: device.recipient, expiresAt: expiresAt)
             var object: JSONObject = [
                 "deviceToken": .string(device.deviceToken), "pushType": .string(request.pushType),
             ]
             if let priority = request.priority { object["priority"] = .integer(priority) }
-            object["expiration"] = .integer(expiration)
+            object["expiration"] = .integer(Int(expiresAt.timeIntervalSince1970.rounded(.up)))
             object["collapseId"] = .string(collapseId)
             // A registered device is pushed in its own APNs environment.
             if let environment = device.environment { object["environment"] = .string(environment) }
             object["payload"] = request.apnsPayload(aps: aps, key: key)
             return .object(object)
         }
+    }
 
+    /// The rows as they are planned, and the follow-up of each device's push.
+    private struct Rows {
+        let now: Date
+        /// The position of the next device an escalation adds.
+        var escalated: Int
         var rows: [Row] = []
         var deviceFollowUps: [UUID] = []
-        // The send's own pushes; a reminder sends each again as it is.
-        let pushes = devices.indices.map { push($0, aps: request.aps) }
-        for position in devices.indices {
+
+        @discardableResult
+        mutating func add(
+            _ kind: FollowUpKind, ordinal: Int, step: Int?, _ channel: FollowUpChannel, _ payload: JSONValue,
+            dueAt: Date, token: String?, repeats: Int? = nil
+        ) -> UUID {
             let row = Row(
-                id: UUID.timeOrdered(at: now), kind: .push, ordinal: position, step: nil, channel: .apns,
-                payload: pushes[position], dueAt: now, deviceToken: devices[position].deviceToken)
+                id: UUID.timeOrdered(at: now), kind: kind, ordinal: ordinal, step: step, channel: channel,
+                payload: payload, dueAt: dueAt, deviceToken: token, repeats: repeats)
             rows.append(row)
-            deviceFollowUps.append(row.id)
+            return row.id
         }
-        let summary = Self.summary(request, id: id, sentAt: now, expiresAt: expiresAt)
-        var stepDueTimes: [Date] = []
-        var escalated = devices.count
-        for (stepIndex, step) in request.onNoReply.enumerated() {
+
+        /// A no-reply step's rows, numbered in the step from 0.
+        mutating func add(
+            _ step: NoReplyStep, _ index: Int, own: [JSONValue], devices: [SendDevice], pushes: Pushes,
+            request: SendRequest, summary: JSONValue
+        ) {
             let due = now.addingTimeInterval(TimeInterval(step.afterSeconds))
-            stepDueTimes.append(due)
             var ordinal = 0
-            func add(_ channel: FollowUpChannel, _ payload: JSONValue, token: String?, repeats: Int? = nil) -> UUID {
-                let row = Row(
-                    id: UUID.timeOrdered(at: now), kind: .step, ordinal: ordinal, step: stepIndex, channel: channel,
-                    payload: payload, dueAt: due, deviceToken: token, repeats: repeats)
-                rows.append(row)
-                ordinal += 1
-                return row.id
+            func stepRow(_ channel: FollowUpChannel, _ payload: JSONValue, token: String?, repeats: Int? = nil) -> UUID
+            {
+                defer { ordinal += 1 }
+                return add(
+                    .step, ordinal: ordinal, step: index, channel, payload, dueAt: due, token: token, repeats: repeats)
             }
             for action in step.actions {
                 switch action {
                 case .remind:
-                    // The send's pushes are its first rows, in device order.
                     for position in devices.indices {
-                        _ = add(.apns, pushes[position], token: devices[position].deviceToken, repeats: position)
+                        _ = stepRow(.apns, own[position], token: devices[position].deviceToken, repeats: position)
                     }
                 case .webhook(let url, let body):
                     // The service owns the envelope: the caller's body is data inside the event, so a send's key
                     // cannot have any JSON of its choosing signed with the app's webhook secret.
                     var data: JSONObject = [
-                        "notification": summary, "step": .integer(stepIndex),
-                        "afterSeconds": .integer(step.afterSeconds),
+                        "notification": summary, "step": .integer(index), "afterSeconds": .integer(step.afterSeconds),
                     ]
                     if let body { data["body"] = body }
                     let event: JSONValue = .object([
                         "type": .string("notification.unanswered"), "timestamp": .string(Timestamp.format(due)),
                         "data": .object(data),
                     ])
-                    _ = add(.webhook, .object(["url": url.map(JSONValue.string) ?? .null, "body": event]), token: nil)
+                    _ = stepRow(
+                        .webhook, .object(["url": url.map(JSONValue.string) ?? .null, "body": event]), token: nil)
                 case .escalate(let targets, let aps):
                     for _ in targets {
-                        let id = add(
-                            .apns, push(escalated, aps: aps ?? request.aps),
-                            token: everyDevice[escalated].deviceToken)
-                        deviceFollowUps.append(id)
+                        let push = pushes.push(escalated, aps: aps ?? request.aps)
+                        deviceFollowUps.append(stepRow(.apns, push, token: pushes.devices[escalated].deviceToken))
                         escalated += 1
                     }
                 }
             }
         }
-        if request.events.contains("expired") {
-            rows.append(
-                Row(
-                    id: UUID.timeOrdered(at: now), kind: .expiry, ordinal: 0, step: nil, channel: .webhook,
-                    payload: .object([
-                        "url": .null,
-                        "body": .object([
-                            "type": .string("notification.expired"),
-                            "timestamp": .string(Timestamp.format(expiresAt)),
-                            "data": .object(["notification": summary]),
-                        ]),
-                    ]), dueAt: expiresAt, deviceToken: nil))
-        }
-        self.rows = rows
-        self.deviceFollowUps = deviceFollowUps
-        self.stepDueTimes = stepDueTimes
-        stepAfterSeconds = request.onNoReply.map(\.afterSeconds)
-        createdAt = now
     }
 
     /// The answer, as stored and replayed.

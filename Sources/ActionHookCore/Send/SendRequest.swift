@@ -156,15 +156,8 @@ public struct SendRequest: Sendable, Equatable {
             try diagnostics.check()
             preconditionFailure("a non-object body is always a shape error")
         }
-        var to: [SendDevice]?
         var users: [SendUser] = []
-        if let elements = reader.array("to", &diagnostics) {
-            to = devices(elements, at: "/to", limits: limits, users: &users, &diagnostics)
-            if elements.isEmpty { diagnostics.invalid("/to", "must name at least one device") }
-            if elements.count > limits.maxDevices {
-                diagnostics.invalid("/to", "must name at most \(limits.maxDevices) devices")
-            }
-        }
+        let to = recipients(&reader, limits: limits, users: &users, &diagnostics)
         let category = reader.string("category", &diagnostics)
         if let category { diagnostics.checkLength(category, "/category", max: limits.maxLabelLength) }
         let aps = Self.checkedAps(reader.object("aps", &diagnostics) ?? JSONObject(), at: "/aps", &diagnostics)
@@ -177,36 +170,8 @@ public struct SendRequest: Sendable, Equatable {
         if to == nil && subject == nil && !reader.has("to") {
             diagnostics.invalid("/to", "is required unless subject names whose devices to send to")
         }
-        var expiresAt: Date?
-        if let text = reader.string("expiresAt", &diagnostics) {
-            if let date = Timestamp.parse(text).flatMap(Timestamp.toTheMillisecond) {
-                expiresAt = date
-                if date <= now {
-                    diagnostics.invalid("/expiresAt", "must be in the future")
-                } else if date.timeIntervalSince(now) > Double(limits.maxTTLSeconds) {
-                    diagnostics.invalid("/expiresAt", "must be at most \(limits.maxTTLSeconds) seconds ahead")
-                }
-            } else {
-                diagnostics.malformed("/expiresAt", "must be an RFC 3339 time with an offset")
-            }
-        }
-        let ttlSeconds = reader.integer("ttlSeconds", in: 1...limits.maxTTLSeconds, &diagnostics)
-        if reader.has("expiresAt") && reader.has("ttlSeconds") {
-            diagnostics.invalid("/ttlSeconds", "must not be combined with expiresAt")
-        }
-        let priority = reader.integer("priority", in: 1...10, &diagnostics)
-        if let priority, ![1, 5, 10].contains(priority) { diagnostics.invalid("/priority", "must be 1, 5 or 10") }
-        let pushType = reader.string("pushType", &diagnostics) ?? "alert"
-        if !pushTypes.contains(pushType) {
-            diagnostics.invalid("/pushType", "must be one of \(pushTypes.sorted().joined(separator: ", "))")
-        }
-        if let priority, !FollowUpTemplate.allows(priority: priority, pushType: pushType) {
-            diagnostics.invalid("/priority", FollowUpTemplate.backgroundPriorityRefusal)
-        }
-        let collapseId = reader.string("collapseId", &diagnostics)
-        if let collapseId, collapseId.isEmpty || collapseId.utf8.count > limits.maxLabelLength {
-            diagnostics.invalid("/collapseId", "must be 1 to \(limits.maxLabelLength) bytes")
-        }
+        let (expiresAt, ttlSeconds) = expiry(&reader, limits: limits, now: now, &diagnostics)
+        let (priority, pushType, collapseId) = pushOptions(&reader, limits: limits, &diagnostics)
         var answers = AnswerPolicy.first
         if let text = reader.string("answers", &diagnostics) {
             if let policy = AnswerPolicy(rawValue: text) {
@@ -216,55 +181,8 @@ public struct SendRequest: Sendable, Equatable {
             }
         }
         let requireSignedReplies = reader.bool("requireSignedReplies", &diagnostics) ?? false
-        var replaceOnAnswer: JSONObject?
-        if let value = reader.raw("replaceOnAnswer"), !value.isNull {
-            switch value {
-            case .bool(let on): replaceOnAnswer = on ? defaultReplacement : nil
-            case .object(let object):
-                var replacement = ObjectReader(object, at: "/replaceOnAnswer")
-                replaceOnAnswer =
-                    replacement.object("aps", &diagnostics).map {
-                        // A template over the answering reply: "Answered by {{recipient}}".
-                        diagnostics.invalid(Template.validate(.object($0), pointer: "/replaceOnAnswer/aps"))
-                        return Self.checkedAps($0, at: "/replaceOnAnswer/aps", &diagnostics)
-                    }
-                    ?? defaultReplacement
-                replacement.reportUnknown(&diagnostics)
-            default: diagnostics.wrongType("/replaceOnAnswer", expected: "a boolean or an object")
-            }
-            if replaceOnAnswer != nil && answers == .each {
-                diagnostics.invalid("/replaceOnAnswer", "needs answers: first (with each, every device may answer)")
-            }
-        }
-        var steps: [NoReplyStep] = []
-        var escalationUsers: [EscalationUsers] = []
-        if let elements = reader.array("onNoReply", &diagnostics) {
-            if elements.count > limits.maxSteps {
-                diagnostics.invalid("/onNoReply", "must have at most \(limits.maxSteps) steps")
-            }
-            var escalated = 0
-            for (index, element) in elements.enumerated() {
-                let pointer = JSONPointer.appending(index, to: "/onNoReply")
-                var named: [Int: [SendUser]] = [:]
-                if let step = Self.step(element, at: pointer, limits: limits, users: &named, &diagnostics) {
-                    for (action, users) in named.sorted(by: { $0.key < $1.key }) {
-                        escalationUsers.append(EscalationUsers(step: steps.count, action: action, users: users))
-                    }
-                    escalated += step.actions.reduce(0) {
-                        if case .escalate(let devices, _) = $1 { return $0 + devices.count }
-                        return $0
-                    }
-                    if let previous = steps.last, step.afterSeconds <= previous.afterSeconds {
-                        diagnostics.invalid(
-                            JSONPointer.appending("afterSeconds", to: pointer), "must be later than the step before")
-                    }
-                    steps.append(step)
-                }
-            }
-            if escalated > limits.maxEscalationDevices {
-                diagnostics.invalid("/onNoReply", "must escalate to at most \(limits.maxEscalationDevices) devices")
-            }
-        }
+        let replaceOnAnswer = replacement(&reader, answers: answers, &diagnostics)
+        let (steps, escalationUsers) = noReplySteps(&reader, limits: limits, &diagnostics)
         var events: [String] = []
         if let names = reader.strings("webhookEvents", &diagnostics) {
             for (index, name) in names.enumerated() where !eventNames.contains(name) {
@@ -287,6 +205,127 @@ public struct SendRequest: Sendable, Equatable {
         request.requireSignedReplies = requireSignedReplies
         try request.checkPayloadSize(limits: limits)
         return request
+    }
+
+    /// `to`: the devices named, and the users named among them (in `users`); nil when absent.
+    private static func recipients(
+        _ reader: inout ObjectReader, limits: SendLimits, users: inout [SendUser], _ diagnostics: inout Diagnostics
+    ) -> [SendDevice]? {
+        guard let elements = reader.array("to", &diagnostics) else { return nil }
+        let to = devices(elements, at: "/to", limits: limits, users: &users, &diagnostics)
+        if elements.isEmpty { diagnostics.invalid("/to", "must name at least one device") }
+        if elements.count > limits.maxDevices {
+            diagnostics.invalid("/to", "must name at most \(limits.maxDevices) devices")
+        }
+        return to
+    }
+
+    /// `expiresAt` (in the future, within the longest time to live) or `ttlSeconds`, not both.
+    private static func expiry(
+        _ reader: inout ObjectReader, limits: SendLimits, now: Date, _ diagnostics: inout Diagnostics
+    ) -> (expiresAt: Date?, ttlSeconds: Int?) {
+        var expiresAt: Date?
+        if let text = reader.string("expiresAt", &diagnostics) {
+            if let date = Timestamp.parse(text).flatMap(Timestamp.toTheMillisecond) {
+                expiresAt = date
+                if date <= now {
+                    diagnostics.invalid("/expiresAt", "must be in the future")
+                } else if date.timeIntervalSince(now) > Double(limits.maxTTLSeconds) {
+                    diagnostics.invalid("/expiresAt", "must be at most \(limits.maxTTLSeconds) seconds ahead")
+                }
+            } else {
+                diagnostics.malformed("/expiresAt", "must be an RFC 3339 time with an offset")
+            }
+        }
+        let ttlSeconds = reader.integer("ttlSeconds", in: 1...limits.maxTTLSeconds, &diagnostics)
+        if reader.has("expiresAt") && reader.has("ttlSeconds") {
+            diagnostics.invalid("/ttlSeconds", "must not be combined with expiresAt")
+        }
+        return (expiresAt, ttlSeconds)
+    }
+
+    /// APNs' `apns-priority`, `apns-push-type` and `apns-collapse-id`, as APNs allows them together.
+    private static func pushOptions(
+        _ reader: inout ObjectReader, limits: SendLimits, _ diagnostics: inout Diagnostics
+    ) -> (priority: Int?, pushType: String, collapseId: String?) {
+        let priority = reader.integer("priority", in: 1...10, &diagnostics)
+        if let priority, ![1, 5, 10].contains(priority) { diagnostics.invalid("/priority", "must be 1, 5 or 10") }
+        let pushType = reader.string("pushType", &diagnostics) ?? "alert"
+        if !pushTypes.contains(pushType) {
+            diagnostics.invalid("/pushType", "must be one of \(pushTypes.sorted().joined(separator: ", "))")
+        }
+        if let priority, !FollowUpTemplate.allows(priority: priority, pushType: pushType) {
+            diagnostics.invalid("/priority", FollowUpTemplate.backgroundPriorityRefusal)
+        }
+        let collapseId = reader.string("collapseId", &diagnostics)
+        if let collapseId, collapseId.isEmpty || collapseId.utf8.count > limits.maxLabelLength {
+            diagnostics.invalid("/collapseId", "must be 1 to \(limits.maxLabelLength) bytes")
+        }
+        return (priority, pushType, collapseId)
+    }
+
+    /// `replaceOnAnswer`: true, or the replacing push's `aps` (a template over the answering reply), which
+    /// only a notification answered once can have.
+    private static func replacement(
+        _ reader: inout ObjectReader, answers: AnswerPolicy, _ diagnostics: inout Diagnostics
+    ) -> JSONObject? {
+        guard let value = reader.raw("replaceOnAnswer"), !value.isNull else { return nil }
+        var replaceOnAnswer: JSONObject?
+        switch value {
+        case .bool(let on): replaceOnAnswer = on ? defaultReplacement : nil
+        case .object(let object):
+            var replacement = ObjectReader(object, at: "/replaceOnAnswer")
+            replaceOnAnswer =
+                replacement.object("aps", &diagnostics).map {
+                    // A template over the answering reply: "Answered by {{recipient}}".
+                    diagnostics.invalid(Template.validate(.object($0), pointer: "/replaceOnAnswer/aps"))
+                    return Self.checkedAps($0, at: "/replaceOnAnswer/aps", &diagnostics)
+                }
+                ?? defaultReplacement
+            replacement.reportUnknown(&diagnostics)
+        default: diagnostics.wrongType("/replaceOnAnswer", expected: "a boolean or an object")
+        }
+        if replaceOnAnswer != nil && answers == .each {
+            diagnostics.invalid("/replaceOnAnswer", "needs answers: first (with each, every device may answer)")
+        }
+        return replaceOnAnswer
+    }
+
+    /// `onNoReply`: the steps, each later than the one before, within the limits on steps and escalated
+    /// devices, and the users each step's escalations name.
+    private static func noReplySteps(
+        _ reader: inout ObjectReader, limits: SendLimits, _ diagnostics: inout Diagnostics
+    ) -> ([NoReplyStep], [EscalationUsers]) {
+        guard let elements = reader.array("onNoReply", &diagnostics) else { return ([], []) }
+        if elements.count > limits.maxSteps {
+            diagnostics.invalid("/onNoReply", "must have at most \(limits.maxSteps) steps")
+        }
+        var steps: [NoReplyStep] = []
+        var escalationUsers: [EscalationUsers] = []
+        var escalated = 0
+        for (index, element) in elements.enumerated() {
+            let pointer = JSONPointer.appending(index, to: "/onNoReply")
+            var named: [Int: [SendUser]] = [:]
+            guard let step = Self.step(element, at: pointer, limits: limits, users: &named, &diagnostics) else {
+                continue
+            }
+            for (action, users) in named.sorted(by: { $0.key < $1.key }) {
+                escalationUsers.append(EscalationUsers(step: steps.count, action: action, users: users))
+            }
+            escalated += step.actions.reduce(0) {
+                if case .escalate(let devices, _) = $1 { return $0 + devices.count }
+                return $0
+            }
+            if let previous = steps.last, step.afterSeconds <= previous.afterSeconds {
+                diagnostics.invalid(
+                    JSONPointer.appending("afterSeconds", to: pointer), "must be later than the step before")
+            }
+            steps.append(step)
+        }
+        if escalated > limits.maxEscalationDevices {
+            diagnostics.invalid("/onNoReply", "must escalate to at most \(limits.maxEscalationDevices) devices")
+        }
+        return (steps, escalationUsers)
     }
 
     /// Checks what depends on the devices the send goes to, once they are known (at once with `to`;
@@ -495,62 +534,77 @@ public struct SendRequest: Sendable, Equatable {
         var seenUsers = Set<String>()
         for (index, element) in elements.enumerated() {
             let elementPointer = JSONPointer.appending(index, to: pointer)
-            var token: String?
-            var recipient: String?
             if case .object(let object) = element, object["user"] != nil {
-                var reader = ObjectReader(object, at: elementPointer)
-                let user = reader.string("user", &diagnostics)
-                reader.reportUnknown(&diagnostics)
                 guard acceptingUsers else {
+                    var reader = ObjectReader(object, at: elementPointer)
+                    _ = reader.string("user", &diagnostics)
+                    reader.reportUnknown(&diagnostics)
                     diagnostics.invalid(elementPointer, "must name a device")
                     continue
                 }
-                guard let user else { continue }
-                guard SendUser.isValid(user) else {
-                    diagnostics.invalid(
-                        JSONPointer.appending("user", to: elementPointer), "must be 1 to 64 characters")
-                    continue
+                if let user = Self.user(object, at: elementPointer, &diagnostics) {
+                    guard seenUsers.insert(user).inserted else {
+                        diagnostics.invalid(elementPointer, "names a user already listed")
+                        continue
+                    }
+                    collected.append(SendUser(id: user, pointer: elementPointer))
                 }
-                guard seenUsers.insert(user).inserted else {
-                    diagnostics.invalid(elementPointer, "names a user already listed")
-                    continue
-                }
-                collected.append(SendUser(id: user, pointer: elementPointer))
                 continue
             }
-            switch element {
-            case .string(let text): token = text
-            case .object(let object):
-                var reader = ObjectReader(object, at: elementPointer)
-                token = reader.string("deviceToken", &diagnostics)
-                recipient = reader.string("recipient", &diagnostics)
-                if token == nil && !reader.has("deviceToken") {
-                    diagnostics.invalid(JSONPointer.appending("deviceToken", to: elementPointer), "is required")
-                }
-                reader.reportUnknown(&diagnostics)
-            default:
-                diagnostics.wrongType(elementPointer, expected: "a device token, {deviceToken, recipient} or {user}")
-            }
-            if let recipient {
-                diagnostics.checkLength(
-                    recipient, JSONPointer.appending("recipient", to: elementPointer), max: limits.maxLabelLength)
-            }
-            guard let token else { continue }
-            guard let hasUpperCase = NotificationResponse.deviceTokenCase(token) else {
-                diagnostics.invalid(
-                    element.stringValue == nil
-                        ? JSONPointer.appending("deviceToken", to: elementPointer) : elementPointer,
-                    "must be hexadecimal with an even length of 16 to 200 characters")
-                continue
-            }
-            let normalised = hasUpperCase ? token.lowercased() : token
-            guard seen.insert(normalised).inserted else {
+            guard let device = Self.device(element, at: elementPointer, limits: limits, &diagnostics) else { continue }
+            guard seen.insert(device.deviceToken).inserted else {
                 diagnostics.invalid(elementPointer, "names a device already listed")
                 continue
             }
-            devices.append(SendDevice(deviceToken: normalised, recipient: recipient))
+            devices.append(device)
         }
         return devices
+    }
+
+    /// The user a `{"user": …}` element names, when valid.
+    private static func user(_ object: JSONObject, at pointer: String, _ diagnostics: inout Diagnostics) -> String? {
+        var reader = ObjectReader(object, at: pointer)
+        let user = reader.string("user", &diagnostics)
+        reader.reportUnknown(&diagnostics)
+        guard let user else { return nil }
+        guard SendUser.isValid(user) else {
+            diagnostics.invalid(JSONPointer.appending("user", to: pointer), "must be 1 to 64 characters")
+            return nil
+        }
+        return user
+    }
+
+    /// The device a token or `{deviceToken, recipient}` element names, its token lowercased, when valid.
+    private static func device(
+        _ element: JSONValue, at pointer: String, limits: SendLimits, _ diagnostics: inout Diagnostics
+    ) -> SendDevice? {
+        var token: String?
+        var recipient: String?
+        switch element {
+        case .string(let text): token = text
+        case .object(let object):
+            var reader = ObjectReader(object, at: pointer)
+            token = reader.string("deviceToken", &diagnostics)
+            recipient = reader.string("recipient", &diagnostics)
+            if token == nil && !reader.has("deviceToken") {
+                diagnostics.invalid(JSONPointer.appending("deviceToken", to: pointer), "is required")
+            }
+            reader.reportUnknown(&diagnostics)
+        default:
+            diagnostics.wrongType(pointer, expected: "a device token, {deviceToken, recipient} or {user}")
+        }
+        if let recipient {
+            diagnostics.checkLength(
+                recipient, JSONPointer.appending("recipient", to: pointer), max: limits.maxLabelLength)
+        }
+        guard let token else { return nil }
+        guard let hasUpperCase = NotificationResponse.deviceTokenCase(token) else {
+            diagnostics.invalid(
+                element.stringValue == nil ? JSONPointer.appending("deviceToken", to: pointer) : pointer,
+                "must be hexadecimal with an even length of 16 to 200 characters")
+            return nil
+        }
+        return SendDevice(deviceToken: hasUpperCase ? token.lowercased() : token, recipient: recipient)
     }
 
     /// A no-reply step; the users each escalation names go to `users`, by the escalation's place in the step.
