@@ -37,22 +37,23 @@ struct IngestStatements {
 
         // Sent notifications answered by this batch: marked with their answer (under the lock the read
         // took), and their no-reply steps and expiry cancelled.
-        let answering = entries.filter(\.plan.answersNotification)
+        let answering = entries.filter { $0.plan.answersNotification && $0.plan.notification != nil }
         if !answering.isEmpty {
-            let apps = answering.map(\.item.appID)
-            let ids = answering.compactMap { $0.plan.notification?.id }
-            let responseIDs = answering.map(\.plan.responseID)
+            var k = PostgresColumns(answering)
+            k.add("app_id", .text) { $0.append($1.item.appID) }
+            k.add("id", .uuid) { $0.append($1.plan.notification?.id) }
+            k.add("response_id", .uuid) { $0.append($1.plan.responseID) }
             pipeline.add(
                 ("""
                 UPDATE notifications n SET answered_at = now(), answered_response_id = k.response_id
-                FROM unnest(\(apps)::text[], \(ids)::uuid[], \(responseIDs)::uuid[]) AS k(app_id, id, response_id)
+                FROM \(unnest: k, as: "k")
                 WHERE n.app_id = k.app_id AND n.id = k.id AND n.answered_at IS NULL
                 """ as PostgresQuery).prepared)
             pipeline.add(
                 ("""
                 SELECT actionhook_cancel_followups(array_agg(f.app_id), array_agg(f.id), '{pending,retrying}')
-                FROM unnest(\(apps)::text[], \(ids)::uuid[]) AS k(app_id, notification_id)
-                JOIN followups_queue f ON f.app_id = k.app_id AND f.notification_id = k.notification_id
+                FROM \(unnest: k, as: "k")
+                JOIN followups_queue f ON f.app_id = k.app_id AND f.notification_id = k.id
                 WHERE f.kind IN ('step', 'expiry')
                 """ as PostgresQuery).prepared)
         }
@@ -206,12 +207,17 @@ struct IngestStatements {
     /// due index (partial on that status) a candidate, and a plan made on a truncated table, where every
     /// index looks as cheap, took it and read every pending follow-up of the app per key.
     static func cancelPendingSnoozes(_ scopes: [SnoozeScope], positions: [Int]) -> PostgresQuery {
-        ("""
+        var k = PostgresColumns(Array(zip(scopes, positions)))
+        k.add("app_id", .text) { $0.append($1.0.appID) }
+        k.add("notification", .text, bytesPerRow: 48) { $0.append($1.0.notification) }
+        k.add("token", .text, bytesPerRow: 72) { $0.append($1.0.deviceToken) }
+        k.add("position", .int4) { $0.append(Int32($1.1)) }
+        return
+            ("""
         SELECT actionhook_cancel_followups(s.apps, s.ids, '{pending,retrying}')
         FROM (
             SELECT array_agg(q.app_id) AS apps, array_agg(q.id) AS ids
-            FROM unnest(\(scopes.map(\.appID))::text[], \(scopes.map(\.notification))::text[],
-                \(scopes.map(\.deviceToken))::text[], \(positions)::int[]) AS k(app_id, notification, token, position)
+            FROM \(unnest: k, as: "k")
             CROSS JOIN LATERAL (
                 SELECT f.app_id, f.id, f.status FROM followups_queue f
                 WHERE f.app_id = k.app_id AND f.notification_identifier = k.notification AND f.is_snooze
@@ -244,17 +250,23 @@ struct IngestStatements {
     /// `actionhook.ingest_guards`, which the writes read (see ``IngestStatements``), and makes the
     /// plan settings (``planSettingsExpression``) for the statements after it (its own plan needs none).
     static func guards(locks: [String], apps: [String], scopes: [SnoozeScope] = []) -> PostgresQuery {
+        var k = PostgresColumns(Array(zip(locks, apps)))
+        k.add("lock", .text, bytesPerRow: 64) { $0.append($1.0) }
+        k.add("app_id", .text) { $0.append($1.1) }
+        var l = PostgresColumns(scopes)
+        l.add("lock", .text, bytesPerRow: 128) { $0.append($1.lockText) }
         // The snooze scopes' locks are waited for (in one order, so two batches never wait for each other)
         // and held to the commit: a snooze's count and the answer that cancels the scope's pending
         // re-deliveries take their turns, and the statements after this one see what the other committed.
-        ("""
+        return
+            ("""
         WITH g AS MATERIALIZED (
             SELECT k.position::int AS position, pg_try_advisory_xact_lock(hashtextextended(k.lock, 0)) AS key_locked,
                 pg_try_advisory_xact_lock_shared(1, actionhook_app_lock_key(k.app_id)) AS app_locked
-            FROM unnest(\(locks)::text[], \(apps)::text[]) WITH ORDINALITY AS k(lock, app_id, position)
+            FROM \(unnest: k, as: "k", ordinality: "position")
         ), s AS MATERIALIZED (
             SELECT count(pg_advisory_xact_lock(hashtextextended(l.lock, 0))) AS scopes
-            FROM (SELECT DISTINCT lock FROM unnest(\(scopes.map(\.lockText))::text[]) AS lock ORDER BY lock) AS l
+            FROM (SELECT DISTINCT l.lock FROM \(unnest: l, as: "l") ORDER BY l.lock) AS l
         )
         SELECT g.position, g.key_locked, g.app_locked, now() AS now, (SELECT scopes FROM s) AS scopes,
             (SELECT set_config('actionhook.ingest_guards',
@@ -300,10 +312,15 @@ struct IngestStatements {
     static func boundNotifications(
         apps: [String], ids: [String], devices: [Int], tokens: [String], snoozing: [Bool]
     ) -> PostgresQuery {
+        var k = PostgresColumns(Array(apps.indices))
+        k.add("app_id", .text) { $0.append(apps[$1]) }
+        // The ids come from notifications' keys (``NotificationKey``), which hold UUIDs.
+        k.add("id", .uuid) { $0.append(UUID(uuidString: ids[$1])) }
+        k.add("device", .int4) { $0.append(Int32(clamping: devices[$1])) }
+        k.add("token", .text, bytesPerRow: 72) { $0.append(tokens[$1]) }
         // A snooze re-delivers the push the device was sent: read (from the queue, or a finished-rows
         // partition of the send's time or later) only for a snooze from the device it was sent to.
-        var snoozes = PostgresBinaryArray(.bool, capacity: snoozing.count * 5)
-        for value in snoozing { snoozes.append(value) }
+        k.add("snoozing", .bool) { $0.append(snoozing[$1]) }
         return
             ("""
         SELECT k.position::int AS position, n.id, n.answers, n.expires_at, n.answered_at IS NOT NULL AS answered,
@@ -323,8 +340,7 @@ struct IngestStatements {
                     (SELECT f.payload::text FROM followups_done f WHERE f.app_id = n.app_id
                         AND f.id = (n.devices -> k.device ->> 'followUpId')::uuid AND f.finished_at >= n.created_at))
                 END AS push
-        FROM unnest(\(apps)::text[], \(ids)::uuid[], \(devices)::int[], \(tokens)::text[], \(snoozes)::boolean[])
-            WITH ORDINALITY AS k(app_id, id, device, token, snoozing, position)
+        FROM \(unnest: k, as: "k", ordinality: "position")
         JOIN notifications n ON n.app_id = k.app_id AND n.id = k.id
         ORDER BY n.app_id, n.id
         FOR UPDATE OF n
@@ -366,12 +382,16 @@ struct IngestStatements {
 
     /// Snoozes already given for each (app, notification, device) the batch snoozes, in order.
     static func snoozeCounts(_ scopes: [SnoozeScope]) -> PostgresQuery {
-        ("""
+        var k = PostgresColumns(scopes)
+        k.add("app_id", .text) { $0.append($1.appID) }
+        k.add("notification", .text, bytesPerRow: 48) { $0.append($1.notification) }
+        k.add("token", .text, bytesPerRow: 72) { $0.append($1.deviceToken) }
+        return
+            ("""
         SELECT k.position::int AS position,
             (SELECT count(*) FROM responses r WHERE r.app_id = k.app_id AND r.notification_identifier = k.notification
                 AND r.outcome = 'snoozed' AND r.device_token = k.token)::int AS snoozes
-        FROM unnest(\(scopes.map(\.appID))::text[], \(scopes.map(\.notification))::text[],
-            \(scopes.map(\.deviceToken))::text[]) WITH ORDINALITY AS k(app_id, notification, token, position)
+        FROM \(unnest: k, as: "k", ordinality: "position")
         """ as PostgresQuery).prepared
     }
 
