@@ -95,19 +95,49 @@ enum ColumnTexts {
     struct Key: Hashable {
         var kind: UInt8
         /// The columns' names and types (``ColumnList/shape``), with the names left out and the
-        /// ordinality: 64-bit hashes, which two shapes of one program share with a chance under 10⁻¹⁵.
+        /// ordinality: hashes, checked against ``Entry`` on each use (two shapes with one hash are
+        /// each made afresh, never given the other's text).
         var shape: Int
         var other: Int
         var alias: UInt
         var first: Int
     }
 
-    private static let cache = Locked<[Key: String]>([:])
+    /// A text and exactly what it was made from.
+    struct Entry {
+        var names: [UInt]
+        var types: [UInt32]
+        var other: [UInt]
+        var text: String
 
-    static func text(_ key: Key, _ make: () -> String) -> String {
-        if let text = cache.withLock({ $0[key] }) { return text }
+        init(_ columns: ColumnList, other: [UInt], text: String) {
+            names = columns.names.map(ColumnTexts.address)
+            types = columns.arrays.map(\.element.oid)
+            self.other = other
+            self.text = text
+        }
+
+        /// Whether it was made from `columns` and `other` (compared without allocating).
+        func matches(_ columns: ColumnList, other: [UInt]) -> Bool {
+            guard names.count == columns.names.count, self.other == other else { return false }
+            for index in names.indices
+            where names[index] != ColumnTexts.address(columns.names[index])
+                || types[index] != columns.arrays[index].element.oid
+            {
+                return false
+            }
+            return true
+        }
+    }
+
+    private static let cache = Locked<[Key: Entry]>([:])
+
+    static func text(_ key: Key, _ columns: ColumnList, other: [UInt], _ make: () -> String) -> String {
+        if let entry = cache.withLock({ $0[key] }), entry.matches(columns, other: other) { return entry.text }
         let text = make()
-        cache.withLock { $0[key] = text }
+        cache.withLock { cache in
+            if cache[key] == nil { cache[key] = Entry(columns, other: other, text: text) }
+        }
         return text
     }
 
@@ -149,7 +179,7 @@ extension PostgresQuery.StringInterpolation {
         shape.combine(ColumnTexts.address(ordinality))
         let key = ColumnTexts.Key(
             kind: 0, shape: shape.finalize(), other: 0, alias: ColumnTexts.address(alias), first: first)
-        sql += ColumnTexts.text(key) {
+        sql += ColumnTexts.text(key, columns, other: [ColumnTexts.address(ordinality)]) {
             let casts = columns.arrays.enumerated().map { "$\(first + $0)::\($1.element.typeName)[]" }
             let names = columns.list(except: [], of: nil) + (ordinality.map { ", \($0)" } ?? "")
             return "unnest(\(casts.joined(separator: ", ")))"
@@ -164,6 +194,8 @@ extension PostgresQuery.StringInterpolation {
         let key = ColumnTexts.Key(
             kind: 1, shape: columns.shape.finalize(), other: other.finalize(), alias: ColumnTexts.address(alias),
             first: 0)
-        sql += ColumnTexts.text(key) { columns.list(except: excluded, of: alias) }
+        sql += ColumnTexts.text(key, columns, other: excluded.map(ColumnTexts.address)) {
+            columns.list(except: excluded, of: alias)
+        }
     }
 }
