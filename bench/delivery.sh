@@ -28,6 +28,12 @@
 #   largest     the largest send the limits allow (1,000 devices, 19 reminders each over 10 steps: 20,000 rows,
 #               pushes near 4 KB), BENCH_RUNS times: the 202's time (median; goal within the 1 s database
 #               deadline) and the service's peak resident memory over what it had before (goal at most 64 MiB)
+#   latency     reply to webhook (quality P10): a probe of BENCH_PROBE_RATE (200) replies a second for
+#               BENCH_PROBE_SECONDS (10), each making a webhook, first on a quiet service, then beside durable
+#               ingest at full speed (wrk, closed loop, replies without follow-ups, another app): for each
+#               probe reply, its first attempt's end (its start plus its duration, in whole milliseconds)
+#               minus the time the reply was received, both as the database recorded them; p50, p99 and max
+#               (goals: p99 at most 2 ms quiet, at most 10 ms beside the load)
 #   steps       BENCH_STEP_SENDS sends of one device, each with 10 no-reply steps of one webhook (after
 #               30, 35, ... 75 s): BENCH_STEP_SENDS × 10 pending steps fired from the database clock, firing
 #               lateness p50/p99/max (the first attempt's start minus the due time it was claimed for, as
@@ -45,7 +51,8 @@
 # Environment: BENCH_IDLE_SECONDS (15), BENCH_DELIVERIES (20000), BENCH_RUNS (3), BENCH_CONNECTIONS (64), BENCH_GOAL (10000),
 # BENCH_LOAD_SECONDS (60), BENCH_SNOOZES (2000), BENCH_SNOOZE_DELAY (2), BENCH_LATENESS_GOAL_MS (50),
 # BENCH_SENDS (20), BENCH_STEP_SENDS (10000), BENCH_HISTORY_ROWS (10000000),
-# BENCH_WORKER_CONCURRENCY (256, the service's default), BENCH_PHASES ("idle webhook apns send users largest load steps snooze history"),
+# BENCH_WORKER_CONCURRENCY (256, the service's default), BENCH_PROBE_RATE (200), BENCH_PROBE_SECONDS (10),
+# BENCH_PHASES ("idle webhook apns send users largest load latency steps snooze history"),
 # BENCH_PG_PORT (55433), BENCH_BINARY (another actionhook binary, e.g. to compare builds), BENCH_SKIP_BUILD=1,
 # BENCH_ALLOW_FAIL=1, BENCH_KEEP_WORK=1 (keep the logs).
 set -euo pipefail
@@ -62,7 +69,9 @@ snoozes="${BENCH_SNOOZES:-2000}"
 snooze_delay="${BENCH_SNOOZE_DELAY:-2}"
 lateness_goal_ms="${BENCH_LATENESS_GOAL_MS:-50}"
 concurrency="${BENCH_WORKER_CONCURRENCY:-256}"
-phases=" ${BENCH_PHASES:-idle webhook apns send users largest load steps snooze history} "
+phases=" ${BENCH_PHASES:-idle webhook apns send users largest load latency steps snooze history} "
+probe_rate="${BENCH_PROBE_RATE:-200}"
+probe_seconds="${BENCH_PROBE_SECONDS:-10}"
 sends="${BENCH_SENDS:-20}"
 step_sends="${BENCH_STEP_SENDS:-10000}"
 history_rows="${BENCH_HISTORY_ROWS:-10000000}"
@@ -483,6 +492,51 @@ if [[ "$phases" == *" load "* ]]; then
     summary+=("$(printf '%-34s %12s' "follow-ups delivered (/s)" "$delivery_rate")")
     summary+=("$(printf '%-34s %12s   (goal: at most %s, one second of creation)' "backlog after ${load_seconds}s" "$backlog" "$creation_rate")")
     [[ "$backlog" -le "$creation_rate" ]] || failures+=("backlog $backlog > one second of creation ($creation_rate)")
+fi
+
+if [[ "$phases" == *" latency "* ]]; then
+    log "reply to webhook (P10): $probe_rate replies/s for ${probe_seconds}s, quiet, then beside durable ingest at full speed"
+    probe_key="$(bash bench/setup-app.sh "http://127.0.0.1:$service_port" "$admin_token" probe)"
+    admin PATCH /v1/apps/probe "{\"webhook\":{\"url\":\"http://127.0.0.1:$sink_port/v1/responses\"}}" >/dev/null
+    beside_key="$(bash bench/setup-app.sh "http://127.0.0.1:$service_port" "$admin_token" beside)"
+    # probe NAME: the paced probe, every reply an "accept" with one webhook.
+    probe() {
+        BENCH_MODE=ingest BENCH_KEY="$probe_key" BENCH_EXPECT=202 BENCH_RATE="$probe_rate" BENCH_THREADS=1 \
+            BENCH_NONCE="$1-$RANDOM" BENCH_OUT="$work/probe-$1.json" wrk -t1 -c4 -d"${probe_seconds}s" --timeout 10s \
+            -s bench/lua/ingest.lua "http://127.0.0.1:$service_port/v1/responses" >"$work/probe-$1.out" 2>&1
+    }
+    # Prints "p50 p99 max count" (ms) over the probe's replies delivered.
+    probe_latency() {
+        psql_ -F ' ' -c "
+            SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 2),
+                round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 2), round(max(ms)::numeric, 2), count(*)
+            FROM (SELECT extract(epoch FROM a.started_at - r.received_at) * 1000 + a.duration_ms AS ms
+                FROM responses r
+                JOIN followups f ON f.app_id = r.app_id AND f.response_id = r.id
+                JOIN delivery_attempts a ON a.app_id = f.app_id AND a.followup_id = f.id AND a.attempt = 1
+                WHERE r.app_id = 'probe') AS l"
+    }
+    psql_ -c "TRUNCATE delivery_attempts, followups, responses"
+    probe quiet
+    wait_drained 60
+    read -r quiet_p50 quiet_p99 quiet_max quiet_count < <(probe_latency)
+    psql_ -c "TRUNCATE delivery_attempts, followups, responses"
+    BENCH_MODE=maybe BENCH_KEY="$beside_key" BENCH_EXPECT=202 BENCH_OUT="$work/beside.json" \
+        wrk -t2 -c"$connections" -d"$((probe_seconds + 4))s" --timeout 10s -s bench/lua/ingest.lua \
+        "http://127.0.0.1:$service_port/v1/responses" >"$work/beside.out" 2>&1 &
+    beside_pid=$!
+    sleep 2
+    probe loaded
+    wait "$beside_pid"
+    wait_drained 60
+    read -r loaded_p50 loaded_p99 loaded_max loaded_count < <(probe_latency)
+    beside_rps="$(python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["good_rps"]))' "$work/beside.json")"
+    log "latency: quiet p50 $quiet_p50 p99 $quiet_p99 max $quiet_max ms ($quiet_count); beside $beside_rps replies/s: p50 $loaded_p50 p99 $loaded_p99 max $loaded_max ms ($loaded_count)"
+    summary+=("$(printf '%-34s %12s   (p50 %s ms, max %s ms, %s replies; goal: at most 2 ms)' "reply to webhook, quiet p99 (ms)" "$quiet_p99" "$quiet_p50" "$quiet_max" "$quiet_count")")
+    summary+=("$(printf '%-34s %12s   (p50 %s ms, max %s ms, %s replies, beside %s/s; goal: at most 10 ms)' "reply to webhook, loaded p99 (ms)" "$loaded_p99" "$loaded_p50" "$loaded_max" "$loaded_count" "$beside_rps")")
+    [[ "$(echo "$quiet_p99 <= 2" | bc)" == 1 ]] || failures+=("reply to webhook quiet p99 $quiet_p99 ms > 2 ms")
+    [[ "$(echo "$loaded_p99 <= 10" | bc)" == 1 ]] || failures+=("reply to webhook beside the load p99 $loaded_p99 ms > 10 ms")
+    psql_ -c "TRUNCATE delivery_attempts, followups, responses"
 fi
 
 if [[ "$phases" == *" steps "* ]]; then

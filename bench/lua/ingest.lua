@@ -7,6 +7,7 @@
 --                  422 before the database.
 --                  mixed: as ingest, but only every 4th answer is "accept" (one webhook follow-up with
 --                  bench/setup-app.sh's rules); the others are "maybe" (recorded, no follow-up).
+--                  maybe: every answer "maybe": durable ingest with no follow-up.
 --                  snooze: a TIMER_EXPIRED "snooze", each under its own notificationIdentifier, all from
 --                  the device BENCH_TOKEN and bound to the notification BENCH_NOTIFICATION that was sent
 --                  to it (a rule with a snooze handler re-sends its push there when due).
@@ -151,7 +152,7 @@ function request()
     local body
     if mode == "snooze" then
         body = string.format(snooze_body, id, counter, id, counter, counter % 10 + 1, fixed_token or token)
-    elseif mode == "mixed" and counter % 4 ~= 0 then
+    elseif mode == "maybe" or (mode == "mixed" and counter % 4 ~= 0) then
         body = string.format(maybe_body, id, event, event, event % 7, event % 97, token)
     else
         body = string.format(template, id, event, event, event % 7, event % 97, token)
