@@ -145,9 +145,7 @@ public final class OutboxWorker: Sendable {
                 // their lease lasts; past it, the sweep hands them out again.
                 let held = local.unplanned.filter { clock.now - $0.claimedAt < .seconds(configuration.leaseSeconds) }
                 local.unplanned = []
-                for (claimedAt, claims) in Dictionary(grouping: held, by: \.claimedAt) {
-                    launch(claims.map(\.claim), claimedAt: claimedAt, &local)
-                }
+                launch(held, &local)
                 if !local.unplanned.isEmpty { wait = .seconds(1) }
             }
             let capacity = configuration.concurrency - busy - local.unplanned.count
@@ -156,7 +154,7 @@ public final class OutboxWorker: Sendable {
                     let claimedAt = clock.now
                     let claims = try outbox.claim(limit: capacity, leaseSeconds: configuration.leaseSeconds)
                     observer?.claimed(count: claims.count)
-                    launch(claims, claimedAt: claimedAt, &local)
+                    launch(claims.map { ($0, claimedAt) }, &local)
                     // A full batch means more may be due: look again at once.
                     if claims.count == capacity { continue }
                     if let next = try outbox.secondsUntilNextDue() {
@@ -225,9 +223,11 @@ public final class OutboxWorker: Sendable {
     /// whose app's settings the database did not give (it is away) is held to be planned again: that
     /// is no attempt of the delivery, and recording it as a failed one would spend a step of the
     /// receiver's retry schedule (the second one waits five minutes) on the database's outage.
-    private func launch(_ claims: [ClaimedFollowUp], claimedAt: ContinuousClock.Instant, _ local: inout ThreadState) {
+    private func launch(
+        _ claims: [(claim: ClaimedFollowUp, claimedAt: ContinuousClock.Instant)], _ local: inout ThreadState
+    ) {
         var decided: [Completion] = []
-        for claim in claims {
+        for (claim, claimedAt) in claims {
             let startedAt = Date()
             let plan: DeliveryPlan
             do {
