@@ -87,7 +87,13 @@ struct WorkerFaultTests {
     func gracefulStop() async throws {
         let receiver = try WebhookReceiver(listeners: 4, threads: 8)
         receiver.respond { _ in .held }
-        let api = try TestAPI(configure: Hooks.worker)
+        // Held sends must not time out before the stop: on a loaded machine the 50 claims can take many
+        // seconds to be held, and one held past the 10 s default would end, rightly, as a failed attempt
+        // due later (what this test checks is what the stop does with the sends still open).
+        let api = try TestAPI {
+            Hooks.worker(&$0)
+            $0.webhookTimeoutSeconds = 300
+        }
         let grace = api.service.configuration.shutdownGraceSeconds
         _ = try Hooks.createApp(api, "r9", url: receiver.url("/r9"), secret: Hooks.newSecret())
         let total = 50
