@@ -13,7 +13,8 @@
 #               and the CPU the service and PostgreSQL spent per delivery (from /proc, all processes)
 #   stand-in    the APNs stand-in's own ceiling: h2load over ONE connection with as many streams as the
 #               worker keeps in flight, sending the service's headers and payload
-#   apns        the same drain as webhook, with APNs pushes over the service's one HTTP/2 connection
+#   apns        the same drain as webhook, with APNs pushes over the service's HTTP/2 connections
+#               (ACTIONHOOK_APNS_CONNECTIONS, by default one per core, at most four)
 #   load        ingest at full speed (wrk, closed loop) for BENCH_LOAD_SECONDS with 1 reply in 4 making a
 #               webhook follow-up (bench/setup-app.sh's rules, mode "mixed"): follow-ups created and
 #               delivered per second, and the backlog (not yet delivered) when the load ends, against one
@@ -325,7 +326,7 @@ if [[ "$phases" == *" apns "* ]]; then
     drains apns
     apns_drain_median="$drain_median"
     summary+=("$(printf '%-34s %12s' "APNs stand-in ceiling (req/s)" "$standin_rate")")
-    summary+=("$(printf '%-34s %12s   (%s per delivery)' "APNs drain, one HTTP/2 conn (med/s)" "$drain_median" "$drain_cpu")")
+    summary+=("$(printf '%-34s %12s   (%s per delivery)' "APNs drain, ${ACTIONHOOK_APNS_CONNECTIONS:-default} conns (med/s)" "$drain_median" "$drain_cpu")")
     [[ "$drain_median" -ge "$goal" ]] || failures+=("APNs drain $drain_median/s < $goal/s")
 fi
 

@@ -5,7 +5,9 @@
     report.py --median-rps RAW_DIR CONTENDER      prints one contender's median req/s
 
 RAW_DIR holds, per contender NAME and phase (warmup, 1, 2, ...): NAME-PHASE.json (wrk, from
-bench/lua/ingest.lua), NAME-PHASE.txt and NAME-PHASE.log.* (pgbench), NAME-PHASE.rss (VmRSS samples).
+bench/lua/ingest.lua), NAME-PHASE.txt and NAME-PHASE.log.* (pgbench), NAME-PHASE.rss (VmRSS samples),
+NAME-PHASE.cpu (CPU seconds of the server and of PostgreSQL in the run) and NAME-PHASE.backlog (follow-ups
+made in the run and those not delivered at its end).
 Exits 1 when a figure falls short of its goal (or is missing, unless --partial), else 0; the verdict
 is the last line printed.
 """
@@ -33,6 +35,8 @@ GOALS = {
                    "per connection) / the same with identity off", ">=", 0.9, "x"),
     "P11-signed": ("ActionHook durable ingest with every reply signed by its device and verified / the same unsigned",
                    ">=", 0.8, "x"),
+    "P13": ("the real mix: ActionHook with 1 reply in 4 making a webhook that its worker delivers meanwhile / "
+            "replies making no follow-up, same server, runs alternating (the backlog flat)", ">=", 0.8, "x"),
     "P3": ("ActionHook validation-only (422 before the database) / bare C libmicrohttpd", ">=", 0.8, "x"),
     "P4-half": ("ActionHook p99 latency at half of peak load", "<=", 5.0, "ms"),
     "P4-peak": ("ActionHook p99 latency at peak load", "<=", 25.0, "ms"),
@@ -53,6 +57,8 @@ ORDER = [
     ("actionhook-identity", "ActionHook: durable ingest, identity required"),
     ("actionhook-signed", "ActionHook: durable ingest, every reply signed and verified"),
     ("actionhook-mixed", "ActionHook, 1 reply in 4 with a follow-up"),
+    ("actionhook-plain", "ActionHook, worker on: replies with no follow-up"),
+    ("actionhook-delivering", "ActionHook, worker on: 1 in 4 with a webhook, delivered"),
     ("actionhook-reject", "ActionHook: 422 before the database"),
     ("actionhook-unauthorized", "ActionHook: 401 without a key (HTTP layer)"),
     ("actionhook-half", "ActionHook: paced at half of peak"),
@@ -68,6 +74,7 @@ REFERENCE = {
     "actionhook-unauthorized": "bare",
     "actionhook-identity": "actionhook",
     "actionhook-signed": "actionhook",
+    "actionhook-delivering": "actionhook-plain",
 }
 
 
@@ -102,6 +109,8 @@ def read_run(raw, name, phase):
             "requests": data["requests"],
             "errors": data["unexpected_status"] + data["socket_errors"],
             "statuses": data["statuses"],
+            **read_cpu(raw, name, phase, data["requests"]),
+            **read_backlog(raw, name, phase),
         }
     text_path = os.path.join(raw, f"{name}-{phase}.txt")
     with open(text_path) as handle:
@@ -126,6 +135,26 @@ def read_run(raw, name, phase):
         "errors": int(failed.group(1)) if failed else 0,
         "latency_samples": len(latencies),
     }
+
+
+def read_cpu(raw, name, phase, requests):
+    """The server's and PostgreSQL's CPU per request (µs) in one run, when it was recorded."""
+    path = os.path.join(raw, f"{name}-{phase}.cpu")
+    if not os.path.exists(path) or not requests:
+        return {}
+    with open(path) as handle:
+        server, postgres = (float(field) for field in handle.read().split())
+    return {"server_us_per_request": server * 1e6 / requests, "postgres_us_per_request": postgres * 1e6 / requests}
+
+
+def read_backlog(raw, name, phase):
+    """The follow-ups a run made and those not yet delivered at its end, when they were recorded."""
+    path = os.path.join(raw, f"{name}-{phase}.backlog")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as handle:
+        made, backlog = (int(field) for field in handle.read().split())
+    return {"followups_made": made, "backlog": backlog}
 
 
 def read_rss(raw, name, measured):
@@ -165,6 +194,9 @@ def contender(raw, name):
         "p50_ms": median("p50_ms"),
         "p99_ms": median("p99_ms"),
         "errors": sum(run["errors"] or 0 for run in run_list),
+        "server_us_per_request": median("server_us_per_request"),
+        "postgres_us_per_request": median("postgres_us_per_request"),
+        "backlog": max((run["backlog"] for run in run_list if "backlog" in run), default=None),
         "rss": read_rss(raw, name, measured),
     }
     rate_file = os.path.join(raw, f"{name}.rate")
@@ -261,6 +293,7 @@ def main():
         "P2b-mixed": figure("P2b-mixed", ratio("actionhook-mixed", "reference-mixed")),
         "P11-ingest": figure("P11-ingest", ratio("actionhook-identity", "actionhook")),
         "P11-signed": figure("P11-signed", ratio("actionhook-signed", "actionhook")),
+        "P13": figure("P13", ratio("actionhook-delivering", "actionhook-plain")),
         "P3": figure("P3", ratio("actionhook-reject", "bare")),
         "P4-half": figure("P4-half", get("actionhook-half", "p99_ms")),
         "P4-peak": figure("P4-peak", get("actionhook", "p99_ms")),
@@ -289,7 +322,8 @@ def main():
 
     # The table.
     lines = []
-    header = f"{'contender':<48} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS':>9} {'errors':>7}  vs reference"
+    header = (f"{'contender':<48} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS':>9} {'errors':>7} "
+              f"{'srv µs':>7} {'pg µs':>7}  vs reference")
     lines.append(header)
     lines.append("-" * len(header))
     for name, label in order:
@@ -313,9 +347,12 @@ def main():
             note = f"target {result['target_rps']:,.0f} req/s"
         if name == "actionhook-soak" and result["rss"] and result["rss"]["drift_mib"] is not None:
             note = f"RSS drift {result['rss']['drift_mib']:+.1f} MiB"
+        if result.get("backlog") is not None:
+            note += f", backlog at most {result['backlog']:,}"
         lines.append(
             f"{label:<48} {fmt(result['rps'], 0):>10} {fmt(result['p50_ms'], 2):>8} {fmt(result['p99_ms'], 2):>8} "
-            f"{fmt(peak, 1, ' MiB'):>9} {result['errors']:>7}  {note}")
+            f"{fmt(peak, 1, ' MiB'):>9} {result['errors']:>7} {fmt(result['server_us_per_request'], 0):>7} "
+            f"{fmt(result['postgres_us_per_request'], 0):>7}  {note}")
     busiest = max(busy.items(), key=lambda item: item[1], default=None)
     if busiest and busiest[1] > 25:
         lines.append(f"note: other processes used {busiest[1]:.0f} % of the CPU just before {busiest[0]} started, "
@@ -347,7 +384,7 @@ def main():
 
     summary = " ".join(
         f"{key}={fmt(figures[key]['value'], 2)}"
-        for key in ("P1", "P2", "P2b", "P2-mixed", "P2b-mixed", "P11-ingest", "P11-signed", "P3", "P4-half", "P4-peak", "P5-peak", "P5-drift"))
+        for key in ("P1", "P2", "P2b", "P2-mixed", "P2b-mixed", "P11-ingest", "P11-signed", "P13", "P3", "P4-half", "P4-peak", "P5-peak", "P5-drift"))
     if failing:
         print(f"bench: FAIL ({', '.join(failing)}) {summary}")
         return 1

@@ -26,10 +26,14 @@
 #   actionhook-signed    the same requests, each signed by one of 256 registered devices and verified (P11:
 #                        / actionhook, its runs alternating with actionhook's); bench/signed_replies.py signs
 #                        them before the runs, as phones sign on their own CPUs
+#   actionhook-plain, actionhook-delivering   the real mix (P13): ActionHook with its worker on and the app's
+#                        webhooks going to the bare server; replies that make no follow-up, against 1 in 4
+#                        making a webhook that the worker delivers during the run (runs alternating), with the
+#                        backlog left after each delivering run
 #   actionhook-half      ActionHook paced at half its measured peak (P4), see bench/lua/ingest.lua
 #   actionhook-soak      ActionHook at full load for one long run of BENCH_SOAK seconds (P5's drift)
 # The load comes from wrk with bench/lua/ingest.lua. Server memory is read from /proc/PID/status
-# (VmRSS) every 0.5 s under load. The figures go to bench/results/latest.json (and a copy under
+# (VmRSS) every 0.5 s under load; the CPU the server and PostgreSQL used in each run from /proc/PID/stat. The figures go to bench/results/latest.json (and a copy under
 # bench/results/<run>/), the table to stdout; the exit status is non-zero when a figure falls short.
 #
 # Environment: BENCH_DURATION (15 s), BENCH_RUNS (3), BENCH_WARMUP (5 s), BENCH_SOAK (300 s), BENCH_CONNECTIONS (64),
@@ -58,6 +62,7 @@ bare_port=18090
 peer_port=18091
 actionhook_port=18092
 reference_port=18093
+sink_port=18094
 http_threads=8 # ActionHook's default ACTIONHOOK_HTTP_THREADS; the bare server uses the same
 peer_pools="${BENCH_PEER_POOLS:-8 16 32 64}"
 app_id=bench
@@ -213,17 +218,50 @@ note_load() {
         >>"$raw/busy.txt"
 }
 
+# Clock ticks (user + system) process $1 has used, from /proc/PID/stat (fields 14 and 15); with "children"
+# as $2 also its reaped children's (fields 16 and 17). 0 when it is gone.
+ticks_per_second="$(getconf CLK_TCK)"
+stat_ticks() {
+    local stat fields
+    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || {
+        echo 0
+        return
+    }
+    stat="${stat##*) }"
+    read -r -a fields <<<"$stat"
+    if [[ "${2:-}" == children ]]; then
+        echo $((fields[11] + fields[12] + fields[13] + fields[14]))
+    else
+        echo $((fields[11] + fields[12]))
+    fi
+}
+
+# CPU seconds the server and PostgreSQL have used so far: "server postgres". PostgreSQL's is its
+# postmaster's own and its reaped children's (exited backends, autovacuum workers) plus every live child's.
+cpu_used() {
+    local postmaster server=0 postgres pid
+    postmaster="$(head -1 "$(psql_bench -tAc 'SHOW data_directory')/postmaster.pid")"
+    if [[ -n "$server_pid" ]]; then server="$(stat_ticks "$server_pid")"; fi
+    postgres="$(stat_ticks "$postmaster" children)"
+    for pid in $(pgrep -P "$postmaster"); do postgres=$((postgres + $(stat_ticks "$pid"))); done
+    echo "$server $postgres $ticks_per_second" | awk '{ printf "%.3f %.3f\n", $1 / $3, $2 / $3 }'
+}
+
 # One wrk phase: contender $1, phase $2, $3 seconds against $4 (extra environment for the Lua script
-# in the remaining arguments), with the server's memory sampled meanwhile.
+# in the remaining arguments), with the server's memory sampled meanwhile and the CPU the server and
+# PostgreSQL used in it written to NAME-PHASE.cpu ("server_seconds postgres_seconds").
 wrk_phase() {
-    local name="$1" phase="$2" seconds="$3" url="$4"
+    local name="$1" phase="$2" seconds="$3" url="$4" before after
     shift 4
     start_sampler "$raw/$name-$phase.rss"
+    before="$(cpu_used)"
     env "$@" BENCH_THREADS="$wrk_threads" BENCH_NONCE="$stamp-$name-$phase" BENCH_OUT="$raw/$name-$phase.json" \
         wrk -t"$wrk_threads" -c"$connections" -d"${seconds}s" --timeout 10s -s "$bench_dir/lua/ingest.lua" \
         "$url" >"$raw/$name-$phase.wrk.txt"
+    after="$(cpu_used)"
     stop_sampler
-    log "$name $phase: $(cat "$raw/$name-$phase.json")"
+    echo "$before $after" | awk '{ printf "%.3f %.3f\n", $3 - $1, $4 - $2 }' >"$raw/$name-$phase.cpu"
+    log "$name $phase: $(cat "$raw/$name-$phase.json") cpu $(cat "$raw/$name-$phase.cpu")"
 }
 
 # wrk against $2 as contender $1: a warm-up, then BENCH_RUNS measured runs.
@@ -285,12 +323,13 @@ log_signed_rows() {
     rm -f "$raw"/signed-*.txt "$raw"/signed-*.pos
 }
 
+# Starts ActionHook (the worker off), with more NAME=value settings in the arguments.
 start_actionhook() {
     env DATABASE_URL="postgresql://postgres@127.0.0.1:$pg_port/actionhook" \
         ACTIONHOOK_HOST=127.0.0.1 ACTIONHOOK_PORT="$actionhook_port" ACTIONHOOK_ADMIN_TOKEN="$admin_token" \
         ACTIONHOOK_RATE_LIMIT_PER_SECOND=10000000 ACTIONHOOK_DEVICE_RATE_LIMIT_PER_SECOND=10000000 \
         ACTIONHOOK_WORKER=0 ACTIONHOOK_HTTP_MAX_CONNECTIONS_PER_IP=0 ACTIONHOOK_LOG_LEVEL=warning \
-        ACTIONHOOK_HTTP_THREADS="$http_threads" ACTIONHOOK_SHUTDOWN_GRACE_SECONDS=2 \
+        ACTIONHOOK_HTTP_THREADS="$http_threads" ACTIONHOOK_SHUTDOWN_GRACE_SECONDS=2 "$@" \
         "$actionhook_bin" serve --migrate >>"$raw/actionhook.log" 2>&1 &
     server_pid=$!
     wait_http "http://127.0.0.1:$actionhook_port/readyz"
@@ -525,6 +564,43 @@ if wants actionhook || wants actionhook-identity || wants actionhook-signed || w
         ' subjects decided (per device)'" >"$raw/actionhook-rows.txt"
     log "$(cat "$raw/actionhook-rows.txt")"
     stop_server
+fi
+
+if wants actionhook-plain || wants actionhook-delivering; then
+    # P13, the real mix: the same server with its worker on and the app's webhooks going to a receiver (the
+    # bare server, 202 without work). actionhook-plain sends replies that make no follow-up (a "maybe",
+    # recorded); actionhook-delivering sends 1 in 4 replies making a webhook (an "accept"), which the worker
+    # delivers during the run. The pair runs alternately, from empty tables; after each delivering run the
+    # backlog (follow-ups not yet delivered) is written to actionhook-delivering-N.backlog beside the
+    # follow-ups it made, so that a ratio bought by leaving deliveries behind shows.
+    log "--- ActionHook (release), worker on: the real mix (P13)"
+    "$bare_bin" "$sink_port" 2 2>"$raw/sink.log" &
+    sink_pid=$!
+    reset_tables
+    start_actionhook ACTIONHOOK_WORKER=1 ACTIONHOOK_ALLOW_PRIVATE_WEBHOOKS=1
+    curl -fsS -o /dev/null -X PATCH -H "Authorization: Bearer $admin_token" -H "Content-Type: application/json" \
+        --data-binary "{\"webhook\": {\"url\": \"http://127.0.0.1:$sink_port/v1/responses\"}}" \
+        "http://127.0.0.1:$actionhook_port/v1/apps/$app_id"
+    ingest_url="http://127.0.0.1:$actionhook_port/v1/responses"
+    plain=(BENCH_MODE=maybe BENCH_KEY="$ingest_key" BENCH_EXPECT=202)
+    delivering=(BENCH_MODE=mixed BENCH_KEY="$ingest_key" BENCH_EXPECT=202)
+    note_load actionhook-plain
+    wrk_phase actionhook-plain warmup "$warmup" "$ingest_url" "${plain[@]}"
+    wrk_phase actionhook-delivering warmup "$warmup" "$ingest_url" "${delivering[@]}"
+    for phase in $(seq 1 "$runs"); do
+        wrk_phase actionhook-plain "$phase" "$duration" "$ingest_url" "${plain[@]}"
+        psql_bench -tAc "SELECT count(*) FROM followups" >"$raw/followups-before"
+        wrk_phase actionhook-delivering "$phase" "$duration" "$ingest_url" "${delivering[@]}"
+        psql_bench -tAc "SELECT count(*) - $(cat "$raw/followups-before"),
+            (SELECT count(*) FROM followups WHERE status <> 'delivered') FROM followups" -F ' ' \
+            >"$raw/actionhook-delivering-$phase.backlog"
+        log "actionhook-delivering $phase: follow-ups made, not yet delivered: $(cat "$raw/actionhook-delivering-$phase.backlog")"
+    done
+    log "actionhook-delivering: $(psql_bench -tAc "SELECT count(*) || ' follow-ups, ' ||
+        count(*) FILTER (WHERE status = 'delivered') || ' delivered' FROM followups")"
+    stop_server
+    kill -TERM "$sink_pid" 2>/dev/null || true
+    wait "$sink_pid" 2>/dev/null || true
 fi
 
 partial=()

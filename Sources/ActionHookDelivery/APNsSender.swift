@@ -4,11 +4,12 @@ import Dispatch
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// Sends pushes to APNs over HTTP/2: one multiplexed connection per app and environment, and APNs'
-/// answers mapped to retry decisions.
+/// Sends pushes to APNs over HTTP/2: a few multiplexed connections per app and environment, each on its own
+/// event loop, used in turn (``connections``), and APNs' answers mapped to retry decisions.
 ///
 /// The provider token is one per signing key (team, key id and key), shared through
 /// ``SharedProviderTokens`` (the database, so every instance sends the same token) and reused for 40
@@ -40,18 +41,32 @@ public final class APNsSender: Sendable {
     let endpoints: Endpoints
     let clock: @Sendable () -> Int
     let sharedTokens: any SharedProviderTokens
-    private let clients = Mutex([String: HTTPClient]())
+    /// The HTTP/2 connections kept open to APNs per app and environment.
+    public let connections: Int
+    private let clients = Mutex([String: Connections]())
     private let tokens = Mutex(TokenCache())
     private let tokensIssued = Mutex(0)
 
-    /// Creates a sender; `tokens` shares provider tokens (by default within this process only), `clock`
-    /// gives the current time in whole seconds (tests move it).
+    /// The connections per app and environment by default: one per event loop of NIO's shared group (as
+    /// many as `NIOSingletons.groupLoopCountSuggestion`, one per core), at most four. A connection is carried
+    /// by one event loop, whose thread does all of its TLS and HTTP/2 framing: over one connection the
+    /// pushes a second stop where that thread does (`make bench-delivery`, docs/benchmarks.md), while more
+    /// connections than loops would only share threads. Apple allows several connections and asks that they
+    /// be kept open rather than opened per push; four carry the worker's default 256 pushes in flight at 64
+    /// streams each, far below the 1,000 APNs allows, and each is one more TLS session for APNs to hold.
+    public static let defaultConnections = min(4, NIOSingletons.groupLoopCountSuggestion)
+
+    /// Creates a sender; `tokens` shares provider tokens (by default within this process only), `connections`
+    /// is how many HTTP/2 connections it keeps per app and environment, `clock` gives the current time in
+    /// whole seconds (tests move it).
     public init(
         endpoints: Endpoints, tokens: any SharedProviderTokens = LocalProviderTokens(),
+        connections: Int = APNsSender.defaultConnections,
         clock: @escaping @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }
     ) {
         self.endpoints = endpoints
         sharedTokens = tokens
+        self.connections = max(1, connections)
         self.clock = clock
     }
 
@@ -254,9 +269,23 @@ public final class APNsSender: Sendable {
     /// No fresh token could be had: the lookups kept bringing back a refused or stale one.
     struct ProviderTokenUnavailable: Error {}
 
+    /// An app's connections in one environment: an HTTP client each, pinned to its own event loop (so that
+    /// each keeps one HTTP/2 connection on its own thread), taken in turn.
+    final class Connections: Sendable {
+        let clients: [HTTPClient]
+        private let turn = Atomic<Int>(0)
+
+        init(clients: [HTTPClient]) { self.clients = clients }
+
+        /// The next connection's client.
+        func next() -> HTTPClient {
+            clients[turn.wrappingAdd(1, ordering: .relaxed).oldValue % clients.count]
+        }
+    }
+
     func client(appID: String, environment: String) throws -> HTTPClient {
         let key = UnitSeparated.join(appID, environment)
-        if let existing = clients.withLock({ $0[key] }) { return existing }
+        if let existing = clients.withLock({ $0[key] }) { return existing.next() }
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile = endpoints.caFile {
             tls.additionalTrustRoots = [.file(caFile)]
@@ -265,14 +294,18 @@ public final class APNsSender: Sendable {
             tlsConfiguration: tls, redirectConfiguration: .disallow,
             timeout: .init(connect: .seconds(10), read: .seconds(15)))
         configuration.httpVersion = .automatic
-        let created = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-        let (client, extra) = clients.withLock { clients -> (HTTPClient, HTTPClient?) in
+        let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
+        let created = Connections(
+            clients: (0..<connections).map { index in
+                HTTPClient(eventLoopGroup: loops[index % loops.count], configuration: configuration)
+            })
+        let (chosen, extra) = clients.withLock { clients -> (Connections, Connections?) in
             if let raced = clients[key] { return (raced, created) }
             clients[key] = created
             return (created, nil)
         }
-        if let extra { try? extra.syncShutdown() }
-        return client
+        if let extra { for client in extra.clients { try? client.syncShutdown() } }
+        return chosen.next()
     }
 
     /// Closes every connection.
@@ -291,7 +324,7 @@ public final class APNsSender: Sendable {
     private func takeClients() -> [HTTPClient] {
         clients.withLock { clients in
             defer { clients.removeAll() }
-            return Array(clients.values)
+            return clients.values.flatMap(\.clients)
         }
     }
 }

@@ -54,6 +54,8 @@ public struct Configuration: Sendable {
     public var apnsSandboxURL: String?
     /// An extra CA (PEM file) trusted for APNs connections.
     public var apnsCAFile: String?
+    /// The HTTP/2 connections kept to APNs per app and environment (``APNsSender/defaultConnections``).
+    public var apnsConnections = APNsSender.defaultConnections
 
     /// How log lines are written.
     public enum LogFormat: String, Sendable {
@@ -195,6 +197,8 @@ public struct Configuration: Sendable {
             allowPrivateWebhooks: allowPrivate, apnsURL: apnsURL, apnsCAFile: apnsCAFile,
             ingestDeadlineMilliseconds: ingestDeadline)
         configuration.apnsSandboxURL = apnsSandboxURL
+        configuration.apnsConnections = try reader.integer(
+            "ACTIONHOOK_APNS_CONNECTIONS", default: APNsSender.defaultConnections, in: 1...64)
         configuration.clockSkewSeconds = clockSkew
         configuration.idempotencyTTLHours = idempotencyTTL
         configuration.retention = RetentionPolicy(partitionSeconds: partitionSeconds, retentionDays: retentionDays)

@@ -65,7 +65,7 @@ public final class ActionHookService: Sendable {
             endpoints: .init(
                 overrideURL: configuration.apnsURL, sandboxURL: configuration.apnsSandboxURL,
                 caFile: configuration.apnsCAFile),
-            tokens: APNsTokenStore(pool: pool))
+            tokens: APNsTokenStore(pool: pool), connections: configuration.apnsConnections)
         let worker =
             configuration.workerEnabled
             ? OutboxWorker(

@@ -1,5 +1,6 @@
 import ActionHookCore
 import ActionHookDelivery
+import ActionHookServer
 import Crypto
 import Foundation
 import Postgres
@@ -106,10 +107,11 @@ struct APNsDeliveryTests {
         #expect(background.headers["apns-collapse-id"] == nil)
         #expect((background.aps?["content-available"] as? NSNumber)?.intValue == 1)
         #expect(background.payloadObject?["kind"] as? String == "refresh")
-        // One provider token, reused; both streams on one HTTP/2 connection.
+        // One provider token, reused, over HTTP/2 connections (a few, used in turn: APNsSender.connections).
         #expect(alert.jwt != nil && alert.jwt == background.jwt)
-        #expect(alert.connection == background.connection)
-        #expect(try bed.standIn.connections().map(\.alpn) == ["h2"])
+        let connections = try bed.standIn.connections()
+        #expect(connections.allSatisfy { $0.alpn == "h2" })
+        #expect(connections.count == min(2, APNsSender.defaultConnections))
 
         // The attempts are stored and shown with the response.
         for id in ids {
@@ -322,7 +324,8 @@ struct APNsDeliveryTests {
         // The clock starts 45 min in the past so that every token is within APNs' hour when it arrives.
         let clock = TestClock(base: Int(Date().timeIntervalSince1970) - 45 * 60)
         let sender = APNsSender(
-            endpoints: .init(overrideURL: standIn.baseURL, caFile: standIn.caFile), clock: { clock.now })
+            endpoints: .init(overrideURL: standIn.baseURL, caFile: standIn.caFile), connections: 1,
+            clock: { clock.now })
         let credentials = standIn.credentials
         let device = APNsStandIn.deviceToken()
         var ids: [String] = []
@@ -364,6 +367,64 @@ struct APNsDeliveryTests {
         // Multiplexed: every request on the one connection.
         #expect(Set(requests.map(\.connection)).count == 1)
         #expect(try standIn.connections().count == 1)
+        await sender.shutdown()
+    }
+
+    @Test("ACTIONHOOK_APNS_CONNECTIONS: one per core (at most four) by default, 1 to 64, a bad value names it")
+    func connectionsSetting() throws {
+        let base = ["DATABASE_URL": "postgresql://localhost/x"]
+        let defaults = try Configuration.fromEnvironment(base)
+        #expect(defaults.apnsConnections == APNsSender.defaultConnections)
+        #expect((1...4).contains(APNsSender.defaultConnections))
+        #expect(
+            try Configuration.fromEnvironment(base.merging(["ACTIONHOOK_APNS_CONNECTIONS": "3"]) { $1 }).apnsConnections
+                == 3)
+        for bad in ["0", "65", "two"] {
+            do {
+                _ = try Configuration.fromEnvironment(base.merging(["ACTIONHOOK_APNS_CONNECTIONS": bad]) { $1 })
+                Issue.record("ACTIONHOOK_APNS_CONNECTIONS=\(bad) was accepted")
+            } catch {
+                #expect(error.variable == "ACTIONHOOK_APNS_CONNECTIONS")
+            }
+        }
+    }
+
+    @Test("APNsSender: pushes go over its connections in turn, three kept open for 60 pushes, one token on all")
+    func connectionsInTurn() async throws {
+        let standIn = try APNsStandIn()
+        let sender = APNsSender(
+            endpoints: .init(overrideURL: standIn.baseURL, caFile: standIn.caFile), connections: 3)
+        let credentials = standIn.credentials
+        let device = APNsStandIn.deviceToken()
+        // One at a time first (each connection is opened by its first push), then 30 at once.
+        for index in 0..<30 {
+            let outcome = await sender.send(
+                id: UUID().uuidString.lowercased(), appID: "turns", credentials: credentials,
+                payload: Self.apnsPayload(device, "n\(index)"))
+            #expect(outcome == .delivered(httpStatus: 200), "push \(index)")
+        }
+        let outcomes = await withTaskGroup(of: SendOutcome.self) { group in
+            for index in 0..<30 {
+                group.addTask {
+                    await sender.send(
+                        id: UUID().uuidString.lowercased(), appID: "turns", credentials: credentials,
+                        payload: Self.apnsPayload(device, "together \(index)"))
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == .delivered(httpStatus: 200) }.count == 30)
+        let requests = try standIn.requests()
+        #expect(requests.count == 60)
+        // In turn: each connection carried a third, over HTTP/2, and none was opened twice.
+        let perConnection = Dictionary(grouping: requests, by: \.connection).mapValues(\.count)
+        #expect(perConnection.count == 3)
+        #expect(perConnection.values.allSatisfy { $0 == 20 }, "\(perConnection)")
+        let connections = try standIn.connections()
+        #expect(connections.count == 3)
+        #expect(connections.allSatisfy { $0.alpn == "h2" })
+        #expect(Set(requests.compactMap(\.jwt)).count == 1)
+        #expect(sender.providerTokensIssued == 1)
         await sender.shutdown()
     }
 
