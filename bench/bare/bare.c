@@ -7,13 +7,19 @@
  *
  *   bare [port] [threads]     defaults: 8090, 8 (ActionHook's default ACTIONHOOK_HTTP_THREADS)
  *
+ * With BARE_ARRIVALS=FILE it also notes, for each request, when its headers arrived (UNIX microseconds,
+ * CLOCK_REALTIME) and its webhook-id header, and writes them to FILE as "id<TAB>micros" lines when it
+ * stops: the receiver's side of bench/delivery.sh's reply-to-webhook latency (P10). At most 100,000.
+ *
  * Runs until SIGINT or SIGTERM.
  */
 #include <microhttpd.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BODY_LIMIT (16 * 1024)
@@ -24,6 +30,38 @@ struct request {
 };
 
 static const char accepted[] = "{\"status\":\"accepted\"}";
+
+#define ARRIVALS_MAX 100000
+struct arrival {
+    long long micros;
+    char id[64];
+};
+static struct arrival *arrivals; /* NULL unless BARE_ARRIVALS is set */
+static atomic_size_t arrival_count;
+
+static void note_arrival(struct MHD_Connection *connection) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    size_t slot = atomic_fetch_add(&arrival_count, 1);
+    if (slot >= ARRIVALS_MAX) return;
+    const char *id = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "webhook-id");
+    arrivals[slot].micros = (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+    snprintf(arrivals[slot].id, sizeof arrivals[slot].id, "%s", id ? id : "");
+}
+
+static void write_arrivals(const char *path) {
+    FILE *file = fopen(path, "w");
+    if (file == NULL) {
+        perror("bare: BARE_ARRIVALS");
+        return;
+    }
+    size_t count = atomic_load(&arrival_count);
+    if (count > ARRIVALS_MAX) count = ARRIVALS_MAX;
+    for (size_t index = 0; index < count; index++) {
+        fprintf(file, "%s\t%lld\n", arrivals[index].id, arrivals[index].micros);
+    }
+    fclose(file);
+}
 
 static enum MHD_Result answer(struct MHD_Connection *connection, unsigned int status, const char *body) {
     struct MHD_Response *response =
@@ -44,6 +82,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
     struct request *request = *con_cls;
     if (request == NULL) {
         /* First call: headers only. */
+        if (arrivals != NULL) note_arrival(connection);
         request = calloc(1, sizeof *request);
         if (request == NULL) return MHD_NO;
         *con_cls = request;
@@ -81,6 +120,8 @@ static void on_signal(int signal_number) {
 int main(int argc, char **argv) {
     unsigned int port = argc > 1 ? (unsigned int)atoi(argv[1]) : 8090;
     unsigned int threads = argc > 2 ? (unsigned int)atoi(argv[2]) : 8;
+    const char *arrivals_path = getenv("BARE_ARRIVALS");
+    if (arrivals_path != NULL && (arrivals = calloc(ARRIVALS_MAX, sizeof *arrivals)) == NULL) return 1;
     signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -102,5 +143,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bare: listening on port %u with %u threads\n", port, threads);
     while (!stopping) pause();
     MHD_stop_daemon(daemon);
+    if (arrivals != NULL) write_arrivals(arrivals_path);
     return 0;
 }
