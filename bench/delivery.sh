@@ -145,25 +145,9 @@ nghttpd --max-concurrent-streams=1000 --workers=1 --htdocs="$work/docroot" "$sta
 standin_pid=$!
 pids+=("$standin_pid")
 
-# CPU seconds (user + system) of processes, from /proc/PID/stat (fields 14 and 15, in clock ticks).
-ticks_per_second="$(getconf CLK_TCK)"
-cpu_seconds() {
-    local total=0 pid stat
-    for pid in "$@"; do
-        stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
-        stat="${stat##*) }"
-        read -r -a fields <<<"$stat"
-        total=$((total + fields[11] + fields[12]))
-    done
-    echo "scale=3; $total / $ticks_per_second" | bc
-}
-# The postmaster and its children (backends and background processes) at this moment.
-postgres_pids() {
-    local postmaster
-    postmaster="$(head -1 "$(psql_ -c "SHOW data_directory")/postmaster.pid")"
-    echo "$postmaster"
-    pgrep -P "$postmaster"
-}
+# shellcheck source=bench/lib/cpu.sh
+source bench/lib/cpu.sh
+postmaster_pid="$(head -1 "$(psql_ -c "SHOW data_directory")/postmaster.pid")"
 median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 DATABASE_URL="$database_url" "$binary" migrate >/dev/null 2>&1
@@ -211,9 +195,8 @@ drain() {
     fi
     # The history phase's finished follow-ups (app "history") stay.
     psql_ -c "TRUNCATE delivery_attempts, followups_queue, responses" -c "DELETE FROM followups_done WHERE app_id = 'bench'"
-    service_before="$(cpu_seconds "$service_pid")"
-    mapfile -t pg_pids < <(postgres_pids)
-    pg_before="$(cpu_seconds "${pg_pids[@]}")"
+    service_before="$(process_cpu_seconds "$service_pid")"
+    pg_before="$(postgres_cpu_seconds "$postmaster_pid")"
     psql_ <<SQL
 BEGIN;
 WITH response AS (
@@ -229,8 +212,8 @@ COMMIT;
 SQL
     wait_drained
     local service_after pg_after dead
-    service_after="$(cpu_seconds "$service_pid")"
-    pg_after="$(cpu_seconds "${pg_pids[@]}")"
+    service_after="$(process_cpu_seconds "$service_pid")"
+    pg_after="$(postgres_cpu_seconds "$postmaster_pid")"
     # From the write's commit (the follow-ups' created_at) to the last attempt's end, by the database's clock.
     elapsed="$(psql_ -c "SELECT extract(epoch FROM max(a.finished_at) - min(f.created_at))
         FROM followups f JOIN delivery_attempts a ON a.app_id = f.app_id AND a.followup_id = f.id
@@ -272,15 +255,14 @@ if [[ "$phases" == *" idle "* ]]; then
             awk '/^actionhook_outbox_claims_total/ { sum += $NF } END { printf "%d\n", sum }'
     }
     commits() { psql_ -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }
-    mapfile -t pg_pids < <(postgres_pids)
     claims_before="$(claims)"
     commits_before="$(commits)"
-    service_before="$(cpu_seconds "$service_pid")"
-    pg_before="$(cpu_seconds "${pg_pids[@]}")"
+    service_before="$(process_cpu_seconds "$service_pid")"
+    pg_before="$(postgres_cpu_seconds "$postmaster_pid")"
     started="$(date +%s.%N)"
     sleep "$idle_seconds"
-    service_after="$(cpu_seconds "$service_pid")"
-    pg_after="$(cpu_seconds "${pg_pids[@]}")"
+    service_after="$(process_cpu_seconds "$service_pid")"
+    pg_after="$(postgres_cpu_seconds "$postmaster_pid")"
     elapsed="$(echo "$(date +%s.%N) - $started" | bc)"
     # Statistics reach pg_stat_database when a backend reports them (within a second or so).
     sleep 1.5
@@ -343,9 +325,8 @@ print(json.dumps({"to": [{"deviceToken": "%064x" % n, "recipient": "user-%d" % (
     send_lines=()
     for run in $(seq "$runs"); do
         psql_ -c "TRUNCATE delivery_attempts, followups, responses, notifications"
-        service_before="$(cpu_seconds "$service_pid")"
-        mapfile -t pg_pids < <(postgres_pids)
-        pg_before="$(cpu_seconds "${pg_pids[@]}")"
+        service_before="$(process_cpu_seconds "$service_pid")"
+        pg_before="$(postgres_cpu_seconds "$postmaster_pid")"
         # h2load wants at least as many requests as connections.
         h2load --h1 -n "$sends" -c "$((sends < 4 ? sends : 4))" -d "$work/send.json" \
             -H "authorization: Bearer $server_key" -H "content-type: application/json" \
@@ -357,8 +338,8 @@ print(json.dumps({"to": [{"deviceToken": "%064x" % n, "recipient": "user-%d" % (
             exit 1
         }
         wait_drained
-        service_after="$(cpu_seconds "$service_pid")"
-        pg_after="$(cpu_seconds "${pg_pids[@]}")"
+        service_after="$(process_cpu_seconds "$service_pid")"
+        pg_after="$(postgres_cpu_seconds "$postmaster_pid")"
         # From the first send's commit to the last push's end, by the database's clock.
         elapsed="$(psql_ -c "SELECT extract(epoch FROM (SELECT max(finished_at) FROM delivery_attempts)
             - (SELECT min(created_at) FROM notifications))")"
@@ -510,6 +491,7 @@ if [[ "$phases" == *" latency "* ]]; then
     probe() {
         BARE_ARRIVALS="$work/arrived-$1.tsv" "$work/bare" "$arrivals_port" 2 >/dev/null 2>&1 &
         local receiver=$!
+        pids+=("$receiver")
         sleep 0.3
         python3 bench/probe.py "http://127.0.0.1:$service_port/v1/responses" \
             "$probe_key" "$probe_rate" "$probe_seconds" "$work/answered-$1.tsv"

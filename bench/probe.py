@@ -8,7 +8,7 @@ connections, on a fixed schedule (reply n is due at start + n / RATE, whatever t
 each the benchmark's event-invite "accept" (bench/setup-app.sh's rules: one webhook) under its own
 Idempotency-Key. Writes OUT, one "key<TAB>micros" line per reply answered 202: when the 202 was read, in
 UNIX microseconds (the same clock as the receiver's arrivals, bench/bare/bare.c's BARE_ARRIVALS). Exits 1
-when any reply was answered otherwise.
+when any reply was answered otherwise or not at all.
 """
 
 import http.client
@@ -55,14 +55,21 @@ def main():
             if delay > 0:
                 time.sleep(delay)
             idempotency_key = f"probe-{uuid.uuid4()}"
-            connection.request("POST", target.path, body=body(n), headers={
-                "Content-Type": "application/json", "Authorization": f"Bearer {key}",
-                "Idempotency-Key": idempotency_key})
-            response = connection.getresponse()
-            response.read()
+            try:
+                connection.request("POST", target.path, body=body(n), headers={
+                    "Content-Type": "application/json", "Authorization": f"Bearer {key}",
+                    "Idempotency-Key": idempotency_key})
+                response = connection.getresponse()
+                response.read()
+                status = response.status
+            except (OSError, http.client.HTTPException) as error:
+                # Counted as refused (the run fails), and the next reply goes out on a new connection.
+                status = type(error).__name__
+                connection.close()
+                connection = http.client.HTTPConnection(target.hostname, target.port, timeout=10)
             micros = time.time_ns() // 1000
             with lock:
-                (answered if response.status == 202 else refused).append((idempotency_key, micros, response.status))
+                (answered if status == 202 else refused).append((idempotency_key, micros, status))
 
     threads = [threading.Thread(target=sender, args=(index,)) for index in range(connections)]
     for thread in threads:
@@ -73,7 +80,7 @@ def main():
         for idempotency_key, micros, _ in answered:
             handle.write(f"{idempotency_key}\t{micros}\n")
     if refused:
-        statuses = sorted({status for _, _, status in refused})
+        statuses = sorted({str(status) for _, _, status in refused})
         print(f"probe: {len(refused)} of {total} replies not answered 202 (statuses {statuses})", file=sys.stderr)
         return 1
     return 0

@@ -33,8 +33,9 @@
 #   actionhook-half      ActionHook paced at half its measured peak (P4), see bench/lua/ingest.lua
 #   actionhook-soak      ActionHook at full load for one long run of BENCH_SOAK seconds (P5's drift)
 # The load comes from wrk with bench/lua/ingest.lua. Server memory is read from /proc/PID/status
-# (VmRSS) every 0.5 s under load; the CPU the server and PostgreSQL used in each run from /proc/PID/stat. The figures go to bench/results/latest.json (and a copy under
-# bench/results/<run>/), the table to stdout; the exit status is non-zero when a figure falls short.
+# (VmRSS) every 0.5 s under load, and the CPU the server and PostgreSQL used in each run from /proc/PID/stat
+# (bench/lib/cpu.sh). The figures go to bench/results/latest.json (and a copy under bench/results/<run>/), the
+# table to stdout; the exit status is non-zero when a figure falls short.
 #
 # Environment: BENCH_DURATION (15 s), BENCH_RUNS (3), BENCH_WARMUP (5 s), BENCH_SOAK (300 s), BENCH_CONNECTIONS (64),
 # BENCH_P2_CLIENTS (32), BENCH_PEER_POOLS ("8 16 32 64"), BENCH_WRK_THREADS (2), BENCH_PG_PORT (55432), BENCH_ALLOW_FAIL=1 (report only,
@@ -75,6 +76,8 @@ for number in "$duration" "$runs" "$warmup" "$soak" "$connections" "$p2_clients"
 done
 
 log() { echo "bench: $*" >&2; }
+# shellcheck source=bench/lib/cpu.sh
+source "$bench_dir/lib/cpu.sh"
 
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
 results_dir="$bench_dir/results"
@@ -218,33 +221,11 @@ note_load() {
         >>"$raw/busy.txt"
 }
 
-# Clock ticks (user + system) process $1 has used, from /proc/PID/stat (fields 14 and 15); with "children"
-# as $2 also its reaped children's (fields 16 and 17). 0 when it is gone.
-ticks_per_second="$(getconf CLK_TCK)"
-stat_ticks() {
-    local stat fields
-    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || {
-        echo 0
-        return
-    }
-    stat="${stat##*) }"
-    read -r -a fields <<<"$stat"
-    if [[ "${2:-}" == children ]]; then
-        echo $((fields[11] + fields[12] + fields[13] + fields[14]))
-    else
-        echo $((fields[11] + fields[12]))
-    fi
-}
-
-# CPU seconds the server and PostgreSQL have used so far: "server postgres". PostgreSQL's is its
-# postmaster's own and its reaped children's (exited backends, autovacuum workers) plus every live child's.
+# CPU seconds the server and PostgreSQL have used so far: "server postgres" (bench/lib/cpu.sh).
 cpu_used() {
-    local postmaster server=0 postgres pid
-    postmaster="$(head -1 "$(psql_bench -tAc 'SHOW data_directory')/postmaster.pid")"
-    if [[ -n "$server_pid" ]]; then server="$(stat_ticks "$server_pid")"; fi
-    postgres="$(stat_ticks "$postmaster" children)"
-    for pid in $(pgrep -P "$postmaster"); do postgres=$((postgres + $(stat_ticks "$pid"))); done
-    echo "$server $postgres $ticks_per_second" | awk '{ printf "%.3f %.3f\n", $1 / $3, $2 / $3 }'
+    local server=0
+    if [[ -n "$server_pid" ]]; then server="$(process_cpu_seconds "$server_pid")"; fi
+    echo "$server $(postgres_cpu_seconds "$postmaster_pid")"
 }
 
 # One wrk phase: contender $1, phase $2, $3 seconds against $4 (extra environment for the Lua script
@@ -369,6 +350,8 @@ bash "$repo_root/scripts/pg-local.sh" start "$pg_dir" "$pg_port" max_connections
 }
 # As root the cluster may live elsewhere (pg-local.sh says where); destroy on exit finds it either way.
 log "PostgreSQL $("$pg_bin/postgres" --version | awk '{ print $3 }') on port $pg_port (fsync $(psql_bench -tAc 'SHOW fsync'), synchronous_commit $(psql_bench -tAc 'SHOW synchronous_commit'))"
+# Whose CPU (and its children's) each run counts as PostgreSQL's.
+postmaster_pid="$(head -1 "$(psql_bench -tAc 'SHOW data_directory')/postmaster.pid")"
 
 # ActionHook migrates the schema; its admin API creates the app every contender writes for.
 admin_token="bench-admin-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
@@ -589,9 +572,9 @@ if wants actionhook-plain || wants actionhook-delivering; then
     wrk_phase actionhook-delivering warmup "$warmup" "$ingest_url" "${delivering[@]}"
     for phase in $(seq 1 "$runs"); do
         wrk_phase actionhook-plain "$phase" "$duration" "$ingest_url" "${plain[@]}"
-        psql_bench -tAc "SELECT count(*) FROM followups" >"$raw/followups-before"
+        made_before="$(psql_bench -tAc "SELECT count(*) FROM followups")"
         wrk_phase actionhook-delivering "$phase" "$duration" "$ingest_url" "${delivering[@]}"
-        psql_bench -tAc "SELECT count(*) - $(cat "$raw/followups-before"),
+        psql_bench -tAc "SELECT count(*) - $made_before,
             (SELECT count(*) FROM followups WHERE status <> 'delivered') FROM followups" -F ' ' \
             >"$raw/actionhook-delivering-$phase.backlog"
         log "actionhook-delivering $phase: follow-ups made, not yet delivered: $(cat "$raw/actionhook-delivering-$phase.backlog")"

@@ -105,12 +105,7 @@ public final class APNsSender: Sendable {
         }
         request.body = .bytes(ByteBuffer(bytes: body))
 
-        let client: HTTPClient
-        do {
-            client = try self.client(appID: appID, environment: environment)
-        } catch {
-            return .permanent(httpStatus: nil, errorClass: "tls_configuration")
-        }
+        let client = self.client(appID: appID, environment: environment)
         // The token the server refused as expired or invalid; a second refusal, of a new one, is final.
         var refused: String?
         while true {
@@ -283,9 +278,22 @@ public final class APNsSender: Sendable {
         }
     }
 
-    func client(appID: String, environment: String) throws -> HTTPClient {
+    /// The next connection's client for an app in an environment, its connections made on first use. Making
+    /// an `HTTPClient` opens nothing (a connection is opened by its first request), so they are made under the
+    /// lock: two first pushes never make two sets.
+    func client(appID: String, environment: String) -> HTTPClient {
         let key = UnitSeparated.join(appID, environment)
-        if let existing = clients.withLock({ $0[key] }) { return existing.next() }
+        return clients.withLock { clients in
+            if let existing = clients[key] { return existing }
+            let created = makeConnections()
+            clients[key] = created
+            return created
+        }.next()
+    }
+
+    /// ``connections`` HTTP clients, each pinned to its own event loop of NIO's shared group (in turn, when
+    /// there are more than loops).
+    private func makeConnections() -> Connections {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile = endpoints.caFile {
             tls.additionalTrustRoots = [.file(caFile)]
@@ -295,17 +303,10 @@ public final class APNsSender: Sendable {
             timeout: .init(connect: .seconds(10), read: .seconds(15)))
         configuration.httpVersion = .automatic
         let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
-        let created = Connections(
+        return Connections(
             clients: (0..<connections).map { index in
                 HTTPClient(eventLoopGroup: loops[index % loops.count], configuration: configuration)
             })
-        let (chosen, extra) = clients.withLock { clients -> (Connections, Connections?) in
-            if let raced = clients[key] { return (raced, created) }
-            clients[key] = created
-            return (created, nil)
-        }
-        if let extra { for client in extra.clients { try? client.syncShutdown() } }
-        return chosen.next()
     }
 
     /// Closes every connection.

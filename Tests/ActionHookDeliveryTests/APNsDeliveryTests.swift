@@ -311,6 +311,23 @@ struct APNsDeliveryTests {
         func set(minutes: Double) { offset.store(Int(minutes * 60), ordering: .relaxed) }
     }
 
+    /// Sends `count` pushes to `device` at once (texts "`text` 0", "`text` 1", …) and returns their outcomes.
+    static func sendAtOnce(
+        _ count: Int, from sender: APNsSender, appID: String, credentials: APNsCredentials, device: String,
+        text: String
+    ) async -> [SendOutcome] {
+        await withTaskGroup(of: SendOutcome.self) { group in
+            for index in 0..<count {
+                group.addTask {
+                    await sender.send(
+                        id: UUID().uuidString.lowercased(), appID: appID, credentials: credentials,
+                        payload: apnsPayload(device, "\(text) \(index)"))
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
     static func apnsPayload(_ device: String, _ text: String) -> JSONValue {
         .object([
             "deviceToken": .string(device), "pushType": .string("alert"),
@@ -346,16 +363,8 @@ struct APNsDeliveryTests {
 
         // At 41 min the token is stale: the next pushes, sent at once, share one new token.
         clock.set(minutes: 41)
-        let outcomes = await withTaskGroup(of: SendOutcome.self) { group in
-            for index in 0..<20 {
-                group.addTask {
-                    await sender.send(
-                        id: UUID().uuidString.lowercased(), appID: "jwt", credentials: credentials,
-                        payload: Self.apnsPayload(device, "later \(index)"))
-                }
-            }
-            return await group.reduce(into: []) { $0.append($1) }
-        }
+        let outcomes = await Self.sendAtOnce(
+            20, from: sender, appID: "jwt", credentials: credentials, device: device, text: "later")
         #expect(outcomes.filter { $0 == .delivered(httpStatus: 200) }.count == 20)
         requests = try standIn.requests()
         #expect(requests.count == 70)
@@ -403,16 +412,8 @@ struct APNsDeliveryTests {
                 payload: Self.apnsPayload(device, "n\(index)"))
             #expect(outcome == .delivered(httpStatus: 200), "push \(index)")
         }
-        let outcomes = await withTaskGroup(of: SendOutcome.self) { group in
-            for index in 0..<30 {
-                group.addTask {
-                    await sender.send(
-                        id: UUID().uuidString.lowercased(), appID: "turns", credentials: credentials,
-                        payload: Self.apnsPayload(device, "together \(index)"))
-                }
-            }
-            return await group.reduce(into: []) { $0.append($1) }
-        }
+        let outcomes = await Self.sendAtOnce(
+            30, from: sender, appID: "turns", credentials: credentials, device: device, text: "together")
         #expect(outcomes.filter { $0 == .delivered(httpStatus: 200) }.count == 30)
         let requests = try standIn.requests()
         #expect(requests.count == 60)
@@ -478,16 +479,8 @@ struct APNsDeliveryTests {
         // so a push started after the refresh would expire the new token as well: the outcome would depend
         // on when each task got to send.)
         let device = APNsStandIn.deviceToken("e403")
-        let outcomes = await withTaskGroup(of: SendOutcome.self) { group in
-            for index in 0..<10 {
-                group.addTask {
-                    await sender.send(
-                        id: UUID().uuidString.lowercased(), appID: "expiry", credentials: credentials,
-                        payload: Self.apnsPayload(device, "push \(index)"))
-                }
-            }
-            return await group.reduce(into: []) { $0.append($1) }
-        }
+        let outcomes = await Self.sendAtOnce(
+            10, from: sender, appID: "expiry", credentials: credentials, device: device, text: "push")
         #expect(outcomes.filter { $0 == .delivered(httpStatus: 200) }.count == 10)
         let requests = try standIn.requests()
         #expect(requests.filter { $0.reason == "TooManyProviderTokenUpdates" }.count == 0)
