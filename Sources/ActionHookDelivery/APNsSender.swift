@@ -116,8 +116,12 @@ public final class APNsSender: Sendable {
                 return .permanent(httpStatus: nil, errorClass: "invalid_private_key")
             } catch is ProviderTokenUnavailable {
                 return .retryable(httpStatus: nil, errorClass: "provider_token_unavailable")
+            } catch StoreError.unavailable {
+                // The shared token could not be read or written: the database is away. Nothing was sent, so
+                // this is no attempt of the push (the worker holds the claim until the database answers).
+                return .notSent
             } catch {
-                // The shared token could not be read or written (the database is away): try again later.
+                // The database refused the token's statement: a failure of this attempt, tried again later.
                 return .retryable(httpStatus: nil, errorClass: "database_error")
             }
             request.headers.replaceOrAdd(name: "authorization", value: "bearer " + token.jwt)

@@ -60,12 +60,14 @@ public final class OutboxWorker: Sendable {
 
     /// What the worker's thread shares with the sends' tasks and its callers. Every claim the worker
     /// holds is, at any moment, in exactly one place: `inFlight` (being sent), `completions` (sent,
-    /// to be recorded) or the thread's own `unplanned` (its app's settings could not be read) or
-    /// `unrecorded` (its record failed); the last two are kept while their lease lasts.
+    /// to be recorded), `unsent` (its send found the database away and sent nothing), or the thread's own
+    /// `unplanned` (its app's settings could not be read, or it was unsent) or `unrecorded` (its record
+    /// failed); the last two are kept while their lease lasts.
     struct Shared {
         var loop = LoopState()
         var inFlight: [UUID: ClaimedFollowUp] = [:]
         var completions: [Completion] = []
+        var unsent: [(claim: ClaimedFollowUp, claimedAt: ContinuousClock.Instant)] = []
         var changes = SettingsChanges.none
     }
 
@@ -116,6 +118,8 @@ public final class OutboxWorker: Sendable {
         var settings = DeliverySettingsCache()
         var unrecorded: [Completion] = []
         var unplanned: [(claim: ClaimedFollowUp, claimedAt: ContinuousClock.Instant)] = []
+        /// When held claims (`unplanned`) are planned again: once a second while the database is away.
+        var replanAt = ContinuousClock.now
     }
 
     private func run() {
@@ -123,14 +127,19 @@ public final class OutboxWorker: Sendable {
         let clock = ContinuousClock()
         var nextSweep = clock.now
         while true {
-            let (ready, busy, changes, running) = shared.withLock { shared in
+            let (ready, unsent, busy, changes, running) = shared.withLock { shared in
                 defer {
                     shared.completions = []
+                    shared.unsent = []
                     shared.changes = .none
                 }
-                return (shared.completions, shared.inFlight.count, shared.changes, shared.loop.takeWakeUp())
+                return (
+                    shared.completions, shared.unsent, shared.inFlight.count, shared.changes,
+                    shared.loop.takeWakeUp()
+                )
             }
             local.settings.apply(changes)
+            local.unplanned += unsent
             record(ready, &local)
             if !running { break }
 
@@ -141,12 +150,17 @@ public final class OutboxWorker: Sendable {
 
             var wait = configuration.pollInterval
             if !local.unplanned.isEmpty {
-                // Claims held while the database did not give their settings: planned again while
-                // their lease lasts; past it, the sweep hands them out again.
-                let held = local.unplanned.filter { clock.now - $0.claimedAt < .seconds(configuration.leaseSeconds) }
-                local.unplanned = []
-                launch(held, &local)
-                if !local.unplanned.isEmpty { wait = .seconds(1) }
+                // Claims held while the database did not give their settings or their provider token:
+                // planned again once a second while their lease lasts; past it, the sweep hands them out again.
+                if clock.now >= local.replanAt {
+                    let held = local.unplanned.filter {
+                        clock.now - $0.claimedAt < .seconds(configuration.leaseSeconds)
+                    }
+                    local.unplanned = []
+                    local.replanAt = clock.now + .seconds(1)
+                    launch(held, &local)
+                }
+                if !local.unplanned.isEmpty { wait = min(wait, max(local.replanAt - clock.now, .milliseconds(1))) }
             }
             let capacity = configuration.concurrency - busy - local.unplanned.count
             if capacity > 0 {
@@ -189,9 +203,10 @@ public final class OutboxWorker: Sendable {
         let (ready, abandoned) = shared.withLock { shared -> ([Completion], [ClaimedFollowUp]) in
             defer {
                 shared.completions = []
+                shared.unsent = []
                 shared.inFlight = [:]
             }
-            return (shared.completions, Array(shared.inFlight.values))
+            return (shared.completions, Array(shared.inFlight.values) + shared.unsent.map(\.claim))
         }
         record(ready, &local)
         // Finished but not recorded, or never planned (the database did not answer): given back like the
@@ -246,12 +261,14 @@ public final class OutboxWorker: Sendable {
                 decided.append(Completion(attempt: finished(claim, record, startedAt, .zero), record: record))
                 continue
             }
-            send(claim, plan, startedAt: startedAt)
+            send(claim, plan, startedAt: startedAt, claimedAt: claimedAt)
         }
         record(decided, &local)
     }
 
-    private func send(_ claim: ClaimedFollowUp, _ plan: DeliveryPlan, startedAt: Date) {
+    private func send(
+        _ claim: ClaimedFollowUp, _ plan: DeliveryPlan, startedAt: Date, claimedAt: ContinuousClock.Instant
+    ) {
         shared.withLock { $0.inFlight[claim.id] = claim }
         let id = claim.id.lowercasedString
         Task(executorPreference: DeliveryExecutor.shared) { [self] in
@@ -264,6 +281,15 @@ public final class OutboxWorker: Sendable {
                 outcome = await apns.send(id: id, appID: claim.appID, credentials: credentials, payload: payload)
             case .skip, .fail:
                 preconditionFailure("a plan that sends nothing is recorded without a task")
+            }
+            if outcome == .notSent {
+                // No attempt: held by the thread and planned again once the database answers.
+                shared.withLock { shared in
+                    if shared.inFlight.removeValue(forKey: claim.id) != nil {
+                        shared.unsent.append((claim, claimedAt))
+                    }
+                }
+                return
             }
             let record = policy.record(claim, outcome: outcome, jitterUnit: Double.random(in: 0..<1))
             let completion = Completion(

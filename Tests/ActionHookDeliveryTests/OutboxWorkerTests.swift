@@ -1,8 +1,11 @@
 import ActionHookCore
 import ActionHookDelivery
+import ActionHookStore
 import Foundation
 import Logging
+import Postgres
 import ServiceTestSupport
+import Synchronization
 import TestSupport
 import Testing
 
@@ -13,9 +16,10 @@ struct OutboxWorkerTests {
     static let secret = "whsec_" + Data(repeating: 7, count: 32).base64EncodedString()
 
     /// A worker over `outbox`, started, with one retry a minute after a first failure.
-    static func worker(_ outbox: MemoryOutbox) -> (OutboxWorker, stop: @Sendable (Duration) -> Void) {
+    static func worker(
+        _ outbox: MemoryOutbox, apns: APNsSender = APNsSender(endpoints: .init(overrideURL: "https://127.0.0.1:9"))
+    ) -> (OutboxWorker, stop: @Sendable (Duration) -> Void) {
         let webhooks = WebhookSender(timeoutSeconds: 5, allowPrivate: true)
-        let apns = APNsSender(endpoints: .init(overrideURL: "https://127.0.0.1:9"))
         let worker = OutboxWorker(
             outbox: outbox, webhooks: webhooks, apns: apns,
             configuration: WorkerConfiguration(
@@ -174,6 +178,61 @@ struct OutboxWorkerTests {
         #expect(outbox.finished.map(\.result) == [.delivered(httpStatus: 200)])
         #expect(outbox.row(id)?.status == .delivered)
         #expect(receiver.count == 1)
+    }
+}
+
+extension OutboxWorkerTests {
+    /// Provider tokens whose first `awayFor` lookups go to the database's store while the database is away (a
+    /// pool on a closed port), and the rest to tokens kept in this process: the database coming back.
+    final class TokensBack: SharedProviderTokens {
+        let away: APNsTokenStore
+        let back = LocalProviderTokens()
+        let lookups = Mutex(0)
+        let awayFor: Int
+
+        init(awayFor: Int) {
+            away = APNsTokenStore(
+                pool: PostgresPool(
+                    configuration: PostgresConfiguration(connectionString: "postgresql://127.0.0.1:1/nothing"), size: 1,
+                    acquireTimeoutMilliseconds: 100))
+            self.awayFor = awayFor
+        }
+
+        func token(for key: APNsSigningKey, at now: Int, refused: String?) throws -> (
+            token: APNsProviderToken, signed: Bool
+        ) {
+            let lookup = lookups.withLock {
+                $0 += 1
+                return $0
+            }
+            let tokens: any SharedProviderTokens = lookup <= awayFor ? away : back
+            return try tokens.token(for: key, at: now, refused: refused)
+        }
+    }
+
+    @Test(
+        "a push whose provider token the database could not give is held and sent once it answers: no failed attempt, no step of the retry schedule spent"
+    )
+    func pushHeldWhileTokensAway() async throws {
+        let standIn = try APNsStandIn()
+        let tokens = TokensBack(awayFor: 2)
+        let apns = APNsSender(endpoints: .init(overrideURL: standIn.baseURL, caFile: standIn.caFile), tokens: tokens)
+        let outbox = MemoryOutbox()
+        outbox.state.withLock {
+            $0.settings["app"] = DeliverySettings(webhook: nil, apns: standIn.credentials, webhookDisabled: false)
+        }
+        let device = APNsStandIn.deviceToken()
+        let id = outbox.add(appID: "app", channel: .apns, payload: APNsDeliveryTests.apnsPayload(device, "held"))
+        let (_, stop) = Self.worker(outbox, apns: apns)
+        #expect(await eventually(within: 15) { outbox.finished.count == 1 })
+        stop(.seconds(1))
+
+        #expect(tokens.lookups.withLock { $0 } == 3)
+        #expect(outbox.finished.map(\.claim.id) == [id])
+        #expect(outbox.finished.map(\.claim.attempt) == [1])
+        #expect(outbox.finished.map(\.result) == [.delivered(httpStatus: 200)])
+        #expect(outbox.row(id)?.status == .delivered)
+        #expect(try standIn.requests(token: device).map(\.status) == [200])
     }
 }
 

@@ -103,6 +103,13 @@ public struct AttemptPolicy: Sendable {
             // Only the app's own endpoint is disabled; a 410 from a rule's own URL ends that follow-up alone.
             if claim.payload.value(atPath: "url")?.stringValue == nil { record.sideEffect = .disableWebhook }
             return record
+        case .notSent:
+            // The worker holds such a claim rather than recording it; recorded anyway (at shutdown's edge),
+            // it is a failure retried on the schedule.
+            let delay = retryPolicy.delayMilliseconds(afterFailedAttempt: claim.attempt, unit: jitterUnit)
+            return AttemptRecord(
+                result: .failed(httpStatus: nil, errorClass: "database_error", retryAfterMilliseconds: delay),
+                label: delay == nil ? .dead : .retrying)
         }
     }
 

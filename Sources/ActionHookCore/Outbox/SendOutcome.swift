@@ -10,4 +10,8 @@ public enum SendOutcome: Sendable, Equatable {
     case deadDevice(httpStatus: Int, reason: String)
     /// The webhook endpoint answered 410 Gone: disable it until the app is updated.
     case endpointGone
+    /// Nothing was sent: what the send needed from the database (APNs' shared provider token) could not be
+    /// read, because the database is away. No attempt of the delivery: the worker holds the claim and sends
+    /// it once the database answers, as it does a claim whose app's settings it could not read.
+    case notSent
 }
