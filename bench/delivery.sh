@@ -371,6 +371,7 @@ if [[ "$phases" == *" users "* ]]; then
     log "sends to 1,000 users against the same 1,000 tokens (h2load, 4 connections), BENCH_RUNS times"
     users_key="$(admin POST /v1/apps/bench/keys '{"scope": "send"}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["secret"])')"
     # The backend registers each user's device (8 at a time).
+    # shellcheck disable=SC2016 # $1..$3 are the inner shell's own arguments
     seq 1 1000 | xargs -P 8 -I {} sh -c 'curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $1" \
         -H "Content-Type: application/json" -d "{\"user\": \"user-$2\", \"environment\": \"production\"}" \
         "http://127.0.0.1:$3/v1/apps/bench/devices/$(printf %064x "$2")"' _ "$users_key" {} "$service_port"

@@ -343,7 +343,9 @@ pg_dir="$(mktemp -d /tmp/actionhook-bench-pg.XXXXXX)"
 rmdir "$pg_dir" # pg-local.sh creates it
 # fsync and synchronous_commit stay on (durable numbers); a large max_wal_size keeps checkpoints out
 # of the measured runs (each contender starts after an explicit CHECKPOINT).
-bash "$repo_root/scripts/pg-local.sh" start "$pg_dir" "$pg_port" max_connections=300 max_wal_size=8GB ${BENCH_PG_EXTRA:-} \
+# BENCH_PG_EXTRA: more settings, space-separated (name=value each).
+read -r -a pg_extra <<<"${BENCH_PG_EXTRA:-}"
+bash "$repo_root/scripts/pg-local.sh" start "$pg_dir" "$pg_port" max_connections=300 max_wal_size=8GB "${pg_extra[@]}" \
     >"$raw/pg-local.log" 2>&1 || {
     cat "$raw/pg-local.log" >&2
     exit 1
