@@ -129,43 +129,13 @@ fi
 }
 log "binary: $binary; size: $size; faults: ${faults[*]}; $("$patroni" --version 2>&1); $(etcd --version | head -n 1)"
 
-# --- Helpers (as in bench/faults.sh) --------------------------------------------------------------------
+# --- Helpers --------------------------------------------------------------------------------------------
 
-# check ID LABEL VALUE OP GOAL [UNIT]: records one figure and its verdict (OP is ==, <= or >=).
-check() {
-    local id="$1" label="$2" value="$3" op="$4" goal="$5" unit="${6:-}" verdict=FAIL
-    if awk -v v="$value" -v g="$goal" -v op="$op" 'BEGIN {
-        if (v !~ /^-?[0-9.]+$/) exit 1
-        exit !(op == "==" ? v + 0 == g + 0 : op == "<=" ? v + 0 <= g + 0 : v + 0 >= g + 0) }'; then
-        verdict=PASS
-    fi
-    printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$label" "$value${unit:+ $unit}" "$op $goal${unit:+ $unit}" "$verdict" >>"$results"
-    printf '  %-7s %-58s %12s   goal %-12s %s\n' "$id" "$label" "$value${unit:+ $unit}" "$op $goal${unit:+ $unit}" "$verdict"
-}
-note() { printf '  %-7s %s\n' "$1" "${*:2}"; }
+# check, note, print_results, wait_until, alive, now, elapsed; the ids here are fault names.
+id_width=7
+# shellcheck source=bench/lib/figures.sh
+source "$repo_root/bench/lib/figures.sh"
 
-# wait_until SECONDS WHAT COMMAND...: runs COMMAND every 0.2 s until it succeeds; fails after SECONDS.
-wait_until() {
-    local limit="$1" what="$2" deadline
-    shift 2
-    deadline=$((SECONDS + limit))
-    until "$@" >/dev/null 2>&1; do
-        if ((SECONDS >= deadline)); then
-            log "timed out after ${limit}s waiting for $what"
-            return 1
-        fi
-        sleep 0.2
-    done
-}
-
-alive() {
-    local stat
-    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-    stat="${stat##*) }"
-    [[ "${stat:0:1}" != Z ]]
-}
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 json_field() { python3 -c "import json, sys; print(json.load(sys.stdin)$1)"; }
 
 # --- etcd and the Patroni nodes -------------------------------------------------------------------------
@@ -637,8 +607,7 @@ done
 
 echo
 echo "Failover ($size size, $(date -u +%Y-%m-%dT%H:%MZ), $("$patroni" --version 2>&1), ttl ${ttl}s, $(basename "$binary") at ${binary%/*})"
-printf '%-7s  %-58s  %12s  %-14s  %s\n' fault check figure goal verdict
-awk -F'\t' '{ printf "%-7s  %-58s  %12s  %-14s  %s\n", $1, $2, $3, $4, $5 }' "$results"
+print_results fault
 failed="$(awk -F'\t' '$5 == "FAIL"' "$results" | wc -l)"
 if ((failed > 0)); then
     keep_work=1

@@ -176,45 +176,9 @@ admin_header="$work/admin-header"
 service_port() { echo $((port_base + $1)); }
 receiver_port() { echo $((port_base + 10 + $1)); }
 
-# check ID LABEL VALUE OP GOAL [UNIT]: records one figure and its verdict (OP is ==, <= or >=).
-check() {
-    local id="$1" label="$2" value="$3" op="$4" goal="$5" unit="${6:-}" verdict=FAIL
-    if awk -v v="$value" -v g="$goal" -v op="$op" 'BEGIN {
-        if (v !~ /^-?[0-9.]+$/) exit 1
-        exit !(op == "==" ? v + 0 == g + 0 : op == "<=" ? v + 0 <= g + 0 : v + 0 >= g + 0) }'; then
-        verdict=PASS
-    fi
-    printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$label" "$value${unit:+ $unit}" "$op $goal${unit:+ $unit}" "$verdict" >>"$results"
-    printf '  %-4s %-58s %14s   goal %-12s %s\n' "$id" "$label" "$value${unit:+ $unit}" "$op $goal${unit:+ $unit}" "$verdict"
-}
-# note ID TEXT: a figure without a goal, printed with the scenario's.
-note() { printf '  %-4s %s\n' "$1" "${*:2}"; }
-
-# wait_until SECONDS WHAT COMMAND...: runs COMMAND every 0.1 s until it succeeds; fails after SECONDS.
-wait_until() {
-    local limit="$1" what="$2" deadline
-    shift 2
-    deadline=$((SECONDS + limit))
-    until "$@" >/dev/null 2>&1; do
-        if ((SECONDS >= deadline)); then
-            log "timed out after ${limit}s waiting for $what"
-            return 1
-        fi
-        sleep 0.1
-    done
-}
-
-# alive PID: the process exists and is not a zombie.
-alive() {
-    local stat
-    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-    stat="${stat##*) }"
-    [[ "${stat:0:1}" != Z ]]
-}
-
-# Seconds since the epoch, with fractions.
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+# check, note, print_results, wait_until, alive, now, elapsed.
+# shellcheck source=bench/lib/figures.sh
+source "$repo_root/bench/lib/figures.sh"
 
 # The share of the CPU busy over one second (all processes): other work that adds noise.
 cpu_busy_percent() {
@@ -1024,8 +988,7 @@ done
 
 echo
 echo "Faults ($size size, $(date -u +%Y-%m-%dT%H:%MZ), $(basename "$binary") at ${binary%/*})"
-printf '%-4s  %-58s  %14s  %-14s  %s\n' id check figure goal verdict
-awk -F'\t' '{ printf "%-4s  %-58s  %14s  %-14s  %s\n", $1, $2, $3, $4, $5 }' "$results"
+print_results id
 failed="$(awk -F'\t' '$5 == "FAIL"' "$results" | wc -l)"
 if ((failed > 0)); then
     keep_work=1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs shellcheck over the project's shell scripts: scripts/*.sh, .ci/run, bench/*.sh, bench/lib/cpu.sh
+# Runs shellcheck over the project's shell scripts: scripts/*.sh, .ci/run, bench/*.sh, bench/lib/*.sh
 # and the postgres stand-in's entrypoint. Required in CI; elsewhere it says so and passes when shellcheck is not installed
 # (scripts/install-deps.sh --ci installs it).
 set -euo pipefail
@@ -15,6 +15,6 @@ if ! command -v shellcheck >/dev/null 2>&1; then
     exit 0
 fi
 
-files=(scripts/*.sh .ci/run bench/*.sh bench/lib/cpu.sh scripts/base-images/postgres/docker-entrypoint.sh)
+files=(scripts/*.sh .ci/run bench/*.sh bench/lib/*.sh scripts/base-images/postgres/docker-entrypoint.sh)
 shellcheck --external-sources "${files[@]}"
 echo "check-shell: OK (${#files[@]} scripts)"
