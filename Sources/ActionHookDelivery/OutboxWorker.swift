@@ -200,26 +200,27 @@ public final class OutboxWorker: Sendable {
             record(ready, &local)
             if idle { break }
         }
-        let (ready, abandoned) = shared.withLock { shared -> ([Completion], [ClaimedFollowUp]) in
+        let (ready, abandoned, unsent) = shared.withLock { shared in
             defer {
                 shared.completions = []
                 shared.unsent = []
                 shared.inFlight = [:]
             }
-            return (shared.completions, Array(shared.inFlight.values) + shared.unsent.map(\.claim))
+            return (shared.completions, Array(shared.inFlight.values), shared.unsent.map(\.claim))
         }
         record(ready, &local)
-        // Finished but not recorded, or never planned (the database did not answer): given back like the
-        // unfinished ones.
-        let released = abandoned + local.unrecorded.map(\.attempt.claim) + local.unplanned.map(\.claim)
+        // Finished but not recorded: given back like the unfinished ones, which may have reached their
+        // receiver too. Never sent (the database did not give their settings or token): given back uncounted.
+        let released = abandoned + local.unrecorded.map(\.attempt.claim)
+        let held = unsent + local.unplanned.map(\.claim)
         local.unrecorded = []
         local.unplanned = []
         do {
-            try outbox.release(released)
+            try outbox.release(released, unsent: held)
         } catch {
             logger.warning("could not release claims; their leases will expire", metadata: ["error": "\(error)"])
         }
-        logger.info("outbox worker stopped", metadata: ["released": "\(released.count)"])
+        logger.info("outbox worker stopped", metadata: ["released": "\(released.count + held.count)"])
     }
 
     private func sweepAndObserve() {

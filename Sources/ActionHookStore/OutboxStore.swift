@@ -54,8 +54,8 @@ public struct OutboxStore: Outbox {
     /// is known dead. A claim whose answer is lost (the connection dropped, or the database did not answer
     /// in time) may still commit once the database answers: its token is kept, and each later claim first
     /// gives back whatever running rows carry a lost token, so they are due again at once rather than
-    /// after their lease. Nothing is sent twice within an attempt (the rows given back were never sent)
-    /// and nothing is lost.
+    /// after their lease, with the attempt number they had (the claim does not count). Nothing is sent twice
+    /// within an attempt (the rows given back were never sent) and nothing is lost.
     /// A claim that fails is tried once more at once (a pooled connection may have died while idle).
     public func claim(limit: Int, leaseSeconds: Int) throws -> [ClaimedFollowUp] {
         func attempt() throws -> PostgresRows {
@@ -159,11 +159,12 @@ public struct OutboxStore: Outbox {
         """
 
     /// Gives back the running rows of claims whose answer was lost, due again at once, as a release
-    /// does: they were never sent. Reached through the lease index (running rows only).
+    /// does: they were never sent, so the claim does not count (their attempt number goes back). Reached
+    /// through the lease index (running rows only).
     static func releaseLostClaims(_ tokens: [UUID]) -> PostgresQuery {
         """
         UPDATE followups_queue SET status = 'retrying', lease_until = NULL, lease_token = NULL, due_at = now(),
-            updated_at = now()
+            updated_at = now(), attempt = attempt - 1
         WHERE status = 'running' AND lease_until IS NOT NULL AND lease_token = ANY(\(tokens)::uuid[])
         """
     }
@@ -304,14 +305,16 @@ public struct OutboxStore: Outbox {
         """ as PostgresQuery).prepared
     }
 
-    /// Gives claims back without counting a failure (graceful shutdown): due again at once.
-    public func release(_ claims: [ClaimedFollowUp]) throws {
+    /// Gives claims back without recording an attempt (graceful shutdown): due again at once, the `unsent`
+    /// ones with the attempt number they had before their claim (see ``Outbox/release(_:unsent:)``).
+    public func release(_ claims: [ClaimedFollowUp], unsent: [ClaimedFollowUp]) throws {
+        guard !claims.isEmpty || !unsent.isEmpty else { return }
         try pool.transaction { connection in
-            for claim in claims {
+            for (claim, uncounted) in claims.map({ ($0, 0) }) + unsent.map({ ($0, 1) }) {
                 try connection.execute(
                     """
-                    UPDATE followups_queue SET status = 'retrying', lease_until = NULL, due_at = now(),
-                        updated_at = now()
+                    UPDATE followups_queue SET status = 'retrying', lease_until = NULL, lease_token = NULL,
+                        due_at = now(), updated_at = now(), attempt = attempt - \(uncounted)
                     WHERE app_id = \(claim.appID) AND id = \(claim.id) AND attempt = \(claim.attempt)
                         AND status = 'running'
                     """)

@@ -21,8 +21,9 @@ final class MemoryOutbox: Outbox {
         var settings: [String: DeliverySettings] = [:]
         /// Every attempt recorded, in order.
         var finished: [FinishedAttempt] = []
-        /// Every claim given back.
+        /// Every claim given back, and those of them given back as never sent.
         var released: [UUID] = []
+        var releasedUnsent: [UUID] = []
         var deadDevices: [String] = []
         var disabledWebhooks: [String] = []
         /// Calls of `finish` to fail with ``StoreError/unavailable`` (the database away) before one succeeds.
@@ -100,16 +101,17 @@ final class MemoryOutbox: Outbox {
         }
     }
 
-    func release(_ claims: [ClaimedFollowUp]) throws {
+    func release(_ claims: [ClaimedFollowUp], unsent: [ClaimedFollowUp]) throws {
         state.withLock { state in
-            for claim in claims {
+            for (claim, uncounted) in claims.map({ ($0, 0) }) + unsent.map({ ($0, 1) }) {
                 guard var row = state.rows[claim.id], row.status == .running, row.claim.attempt == claim.attempt
                 else { continue }
                 row.status = .queued
-                row.claim.attempt -= 1
+                row.claim.attempt -= uncounted
                 row.leaseUntil = nil
                 state.rows[claim.id] = row
                 state.released.append(claim.id)
+                if uncounted == 1 { state.releasedUnsent.append(claim.id) }
             }
         }
     }

@@ -234,6 +234,28 @@ extension OutboxWorkerTests {
         #expect(outbox.row(id)?.status == .delivered)
         #expect(try standIn.requests(token: device).map(\.status) == [200])
     }
+
+    @Test("a stop while a push is held gives it back uncounted: its next claim has the same attempt number")
+    func heldPushReleasedUncounted() async throws {
+        let standIn = try APNsStandIn()
+        let tokens = TokensBack(awayFor: .max)
+        let apns = APNsSender(endpoints: .init(overrideURL: standIn.baseURL, caFile: standIn.caFile), tokens: tokens)
+        let outbox = MemoryOutbox()
+        outbox.state.withLock {
+            $0.settings["app"] = DeliverySettings(webhook: nil, apns: standIn.credentials, webhookDisabled: false)
+        }
+        let device = APNsStandIn.deviceToken()
+        let id = outbox.add(appID: "app", channel: .apns, payload: APNsDeliveryTests.apnsPayload(device, "held"))
+        let (_, stop) = Self.worker(outbox, apns: apns)
+        #expect(await eventually(within: 10) { tokens.lookups.withLock { $0 } >= 2 })
+        stop(.seconds(1))
+
+        #expect(outbox.finished.isEmpty)
+        #expect(outbox.state.withLock { $0.releasedUnsent } == [id])
+        #expect(outbox.row(id)?.status == .queued)
+        #expect(outbox.row(id)?.claim.attempt == 0)
+        #expect(try standIn.requests(token: device).isEmpty)
+    }
 }
 
 /// Parses JSON text written in a test.

@@ -1,10 +1,11 @@
 import ActionHookCore
-import ActionHookStore
 import Foundation
 import Postgres
 import ServiceTestSupport
 import TestSupport
 import Testing
+
+@testable import ActionHookStore
 
 /// The outbox's fence (R5): every write after a claim is fenced by its attempt number and status, so a
 /// worker whose lease was taken over changes nothing.
@@ -66,7 +67,7 @@ struct OutboxFencingTests {
                     try !outbox.finish(
                         stale, result: results[(trial + takeover) % results.count], startedAt: Date(),
                         duration: .milliseconds(3)))
-                try outbox.release([stale])
+                try outbox.release([stale], unsent: [])
                 #expect(try Self.snapshot(api, id) == swept)
                 claims.append(try claimOnly(id))
             }
@@ -80,7 +81,7 @@ struct OutboxFencingTests {
                     stale, result: results[(trial + offset) % results.count], startedAt: Date(),
                     duration: .milliseconds(7))
                 if changed { trialHeld = false }
-                try outbox.release([stale])
+                try outbox.release([stale], unsent: [])
             }
             let after = try Self.snapshot(api, id)
             #expect(after == before, "trial \(trial)")
@@ -95,5 +96,50 @@ struct OutboxFencingTests {
             #expect(try Hooks.followUp(api, id).status == "delivered")
         }
         #expect(unchanged == 100)
+    }
+
+    @Test(
+        "a claim given back unsent keeps the attempt number it had, one that may have been sent counts, and a claim whose answer was lost is given back uncounted"
+    )
+    func releasedClaimsCountOnlyWhenSent() throws {
+        let api = try TestAPI()
+        _ = try api.createApp("release")
+        let outbox = OutboxStore(pool: api.pool)
+        let id = try Hooks.insertDueWebhooks(api, app: "release", count: 1) { _ in nil }[0]
+        func claim() throws -> ClaimedFollowUp {
+            let claims = try outbox.claim(limit: 5, leaseSeconds: 60)
+            try #require(claims.count == 1)
+            return claims[0]
+        }
+        func row() throws -> (status: String, attempt: Int, token: Bool) {
+            let rows = try api.query(
+                "SELECT status, attempt, lease_token IS NOT NULL AS token FROM followups WHERE id = \(UUID(uuidString: id)!)"
+            )
+            return (try rows[0].decode("status"), try rows[0].decode("attempt"), try rows[0].decode("token"))
+        }
+
+        let first = try claim()
+        #expect(first.attempt == 1)
+        try outbox.release([], unsent: [first])
+        #expect(try row() == ("retrying", 0, false))
+        let second = try claim()
+        #expect(second.attempt == 1)
+        try outbox.release([second], unsent: [])
+        #expect(try row() == ("retrying", 1, false))
+        // A stale release changes nothing.
+        let third = try claim()
+        #expect(third.attempt == 2)
+        try outbox.release([second], unsent: [second])
+        #expect(try row() == ("running", 2, true))
+
+        // The claim's answer lost: its rows, found by the claim's token, go back uncounted.
+        let token = try api.query("SELECT lease_token FROM followups WHERE id = \(UUID(uuidString: id)!)")[0]
+            .decode("lease_token", as: UUID.self)
+        _ = try api.pool.withConnection { try $0.execute(OutboxStore.releaseLostClaims([token])) }
+        #expect(try row() == ("retrying", 1, false))
+        let fourth = try claim()
+        #expect(fourth.attempt == 2)
+        #expect(try outbox.finish(fourth, result: .delivered(httpStatus: 200), startedAt: Date(), duration: .zero))
+        #expect(try Hooks.attempts(api, id).map(\.attempt) == [2])
     }
 }

@@ -94,8 +94,12 @@ public protocol Outbox: Sendable {
     func claim(limit: Int, leaseSeconds: Int) throws -> [ClaimedFollowUp]
     /// Records the ends of attempts, each fenced by its attempt number; returns the ids recorded.
     func finish(_ attempts: [FinishedAttempt]) throws -> Set<UUID>
-    /// Gives claims back without counting a failure (a graceful stop): due again at once.
-    func release(_ claims: [ClaimedFollowUp]) throws
+    /// Gives claims back without recording an attempt (a graceful stop): due again at once. `claims` may
+    /// have reached their receiver (in flight, or sent and not recorded) and keep the attempt number their
+    /// claim gave them; `unsent` ones were never sent (held while the database did not give what their send
+    /// needed), so their claim does not count: the next one has the same number, and a later failure takes
+    /// the same step of the retry schedule.
+    func release(_ claims: [ClaimedFollowUp], unsent: [ClaimedFollowUp]) throws
     /// Returns follow-ups whose lease expired to the queue; returns how many.
     func sweepExpiredLeases() throws -> Int
     /// Seconds until the next follow-up is due (0 when one is due now), or `nil` when none waits.
