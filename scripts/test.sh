@@ -62,8 +62,9 @@ step() {
     step_name="$1"
     shift
     echo "==> $step_name"
+    local step_started=$SECONDS
     "$@"
-    passed+=("$step_name")
+    passed+=("$step_name ($((SECONDS - step_started))s)")
 }
 
 # free_port: a port nothing listens on (PostgreSQL's own bind decides in the end; starting retries).
