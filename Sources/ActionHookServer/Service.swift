@@ -19,6 +19,8 @@ public final class ActionHookService: Sendable {
     let longPool: PostgresPool
     let server: HTTPServer
     let listener: PostgresListener
+    /// The channels ``listener`` listens on: new follow-ups only when this instance runs a worker to wake.
+    let listenedChannels: [String]
     let worker: OutboxWorker?
     let batcher: IngestBatcher
     let maintainer: PartitionMaintainer
@@ -72,9 +74,15 @@ public final class ActionHookService: Sendable {
                 outbox: OutboxStore(pool: pool), webhooks: webhooks, apns: apns,
                 configuration: configuration.worker, observer: metrics, logger: logger) : nil
         self.worker = worker
+        // Every batch of replies with follow-ups notifies; an instance without a worker would be woken by each
+        // for nothing (and the database would send each to it).
+        let channels =
+            [Channels.invalidate, Channels.appDeleted, Channels.deviceKeys]
+            + (worker == nil ? [] : [Channels.followUps])
+        listenedChannels = channels
         listener = PostgresListener(
             configuration: configuration.database,
-            channels: [Channels.invalidate, Channels.followUps, Channels.appDeleted, Channels.deviceKeys],
+            channels: channels,
             logger: logger,
             onNotification: { notification in
                 if notification.channel == Channels.followUps {

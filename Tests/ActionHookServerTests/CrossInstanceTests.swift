@@ -1,11 +1,27 @@
-import ActionHookServer
 import Foundation
 import ServiceTestSupport
 import TestSupport
 import Testing
 
+@testable import ActionHookServer
+
 @Suite("Two instances over one database")
 struct CrossInstanceTests {
+    @Test("only an instance with a delivery worker listens for new follow-ups: one without is not woken by each write")
+    func followUpNoticesOnlyWithAWorker() throws {
+        let api = try TestAPI()
+        let delivering = TestService.make(database: api.database, migrate: false) { $0.workerEnabled = true }
+        #expect(!api.service.configuration.workerEnabled)
+        #expect(
+            Set(api.service.listenedChannels) == [
+                "actionhook_invalidate", "actionhook_app_deleted", "actionhook_device_keys",
+            ])
+        #expect(
+            Set(delivering.listenedChannels) == [
+                "actionhook_invalidate", "actionhook_app_deleted", "actionhook_device_keys", "actionhook_followups",
+            ])
+    }
+
     @Test("a key revoked and a rule added through one instance take effect on the other at once")
     func changesReachEveryInstance() throws {
         let api = try TestAPI()
