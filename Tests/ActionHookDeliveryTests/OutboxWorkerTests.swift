@@ -210,12 +210,13 @@ extension OutboxWorkerTests {
         }
     }
 
-    @Test(
-        "a push whose provider token the database could not give is held and sent once it answers: no failed attempt, no step of the retry schedule spent"
-    )
-    func pushHeldWhileTokensAway() async throws {
+    /// A worker over an outbox holding one push, whose first `tokensAwayFor` provider-token lookups find the
+    /// database away; the APNs stand-in, the tokens, the outbox, the push's device and id, and how to stop.
+    static func heldPush(tokensAwayFor: Int) throws -> (
+        APNsStandIn, TokensBack, MemoryOutbox, device: String, id: UUID, stop: @Sendable (Duration) -> Void
+    ) {
         let standIn = try APNsStandIn()
-        let tokens = TokensBack(awayFor: 2)
+        let tokens = TokensBack(awayFor: tokensAwayFor)
         let apns = APNsSender(endpoints: .init(overrideURL: standIn.baseURL, caFile: standIn.caFile), tokens: tokens)
         let outbox = MemoryOutbox()
         outbox.state.withLock {
@@ -224,6 +225,14 @@ extension OutboxWorkerTests {
         let device = APNsStandIn.deviceToken()
         let id = outbox.add(appID: "app", channel: .apns, payload: APNsDeliveryTests.apnsPayload(device, "held"))
         let (_, stop) = Self.worker(outbox, apns: apns)
+        return (standIn, tokens, outbox, device, id, stop)
+    }
+
+    @Test(
+        "a push whose provider token the database could not give is held and sent once it answers: no failed attempt, no step of the retry schedule spent"
+    )
+    func pushHeldWhileTokensAway() async throws {
+        let (standIn, tokens, outbox, device, id, stop) = try Self.heldPush(tokensAwayFor: 2)
         #expect(await eventually(within: 15) { outbox.finished.count == 1 })
         stop(.seconds(1))
 
@@ -237,16 +246,7 @@ extension OutboxWorkerTests {
 
     @Test("a stop while a push is held gives it back uncounted: its next claim has the same attempt number")
     func heldPushReleasedUncounted() async throws {
-        let standIn = try APNsStandIn()
-        let tokens = TokensBack(awayFor: .max)
-        let apns = APNsSender(endpoints: .init(overrideURL: standIn.baseURL, caFile: standIn.caFile), tokens: tokens)
-        let outbox = MemoryOutbox()
-        outbox.state.withLock {
-            $0.settings["app"] = DeliverySettings(webhook: nil, apns: standIn.credentials, webhookDisabled: false)
-        }
-        let device = APNsStandIn.deviceToken()
-        let id = outbox.add(appID: "app", channel: .apns, payload: APNsDeliveryTests.apnsPayload(device, "held"))
-        let (_, stop) = Self.worker(outbox, apns: apns)
+        let (standIn, tokens, outbox, device, id, stop) = try Self.heldPush(tokensAwayFor: .max)
         #expect(await eventually(within: 10) { tokens.lookups.withLock { $0 } >= 2 })
         stop(.seconds(1))
 
