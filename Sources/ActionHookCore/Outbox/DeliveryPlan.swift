@@ -104,8 +104,8 @@ public struct AttemptPolicy: Sendable {
             if claim.payload.value(atPath: "url")?.stringValue == nil { record.sideEffect = .disableWebhook }
             return record
         case .notSent:
-            // The worker holds such a claim rather than recording it; recorded anyway (at shutdown's edge),
-            // it is a failure retried on the schedule.
+            // The worker never records this outcome: it holds the claim and sends it again
+            // (`OutboxWorker.send`). Any other caller that records it records a failure retried on the schedule.
             let delay = retryPolicy.delayMilliseconds(afterFailedAttempt: claim.attempt, unit: jitterUnit)
             return AttemptRecord(
                 result: .failed(httpStatus: nil, errorClass: "database_error", retryAfterMilliseconds: delay),
